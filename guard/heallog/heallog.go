@@ -1,0 +1,185 @@
+// Package heallog writes guard's heal events as JSON lines (zap) and reads
+// them back for `guard status`.
+//
+// The log file is opened lazily, on the first event, so that a healthy shim
+// call never pays for zap or the open. It is opened without following
+// symlinks, created 0600, refused when it belongs to another user, and
+// rotated to FILE.1 once it passes a size cap. A log that cannot be opened
+// never stops the call: guard warns once on stderr and goes on.
+package heallog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// DefaultMaxBytes is the size past which the log is rotated to FILE.1.
+const DefaultMaxBytes = 5 << 20
+
+// Event is one heal event. Empty fields are left out of the JSON line.
+type Event struct {
+	Level      string // "info" (default), "warn" or "error"
+	Event      string // preflight, shim.recreate, model.download, ... (DESIGN §6)
+	Tool       string
+	Target     string
+	Reason     string
+	Result     string
+	DurationMS int64
+	Bytes      int64
+	Attempt    int
+}
+
+// Log is a lazily opened heal log. The zero value is not usable; use New.
+type Log struct {
+	Path     string
+	MaxBytes int64
+	Warn     io.Writer // where a refusal to open is reported (stderr)
+
+	once   sync.Once
+	mu     sync.Mutex
+	file   *os.File
+	logger *zap.Logger
+}
+
+// New returns a Log for path that opens nothing until the first event.
+func New(path string, warn io.Writer) *Log {
+	return &Log{Path: path, MaxBytes: DefaultMaxBytes, Warn: warn}
+}
+
+// Write records one event. Errors are reported once on Warn, never returned:
+// the heal log must not decide whether a tool runs.
+func (l *Log) Write(e Event) {
+	if l == nil {
+		return
+	}
+	l.once.Do(l.open)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.logger == nil {
+		return
+	}
+	fields := make([]zap.Field, 0, 8)
+	add := func(k, v string) {
+		if v != "" {
+			fields = append(fields, zap.String(k, v))
+		}
+	}
+	add("tool", e.Tool)
+	add("target", e.Target)
+	add("reason", e.Reason)
+	add("result", e.Result)
+	if e.DurationMS != 0 {
+		fields = append(fields, zap.Int64("duration_ms", e.DurationMS))
+	}
+	if e.Bytes != 0 {
+		fields = append(fields, zap.Int64("bytes", e.Bytes))
+	}
+	if e.Attempt != 0 {
+		fields = append(fields, zap.Int("attempt", e.Attempt))
+	}
+	switch e.Level {
+	case "warn":
+		l.logger.Warn(e.Event, fields...)
+	case "error":
+		l.logger.Error(e.Event, fields...)
+	default:
+		l.logger.Info(e.Event, fields...)
+	}
+}
+
+// Close flushes and closes the file, if it was ever opened.
+func (l *Log) Close() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file == nil {
+		return nil
+	}
+	_ = l.logger.Sync()
+	err := l.file.Close()
+	l.file, l.logger = nil, nil
+	return err
+}
+
+func (l *Log) open() {
+	f, err := OpenFile(l.Path, l.MaxBytes)
+	if err != nil {
+		if l.Warn != nil {
+			fmt.Fprintf(l.Warn, "guard: %v; heal events are not logged (set GUARD_LOG to a file of your own)\n", err)
+		}
+		return
+	}
+	enc := zapcore.NewJSONEncoder(zapcore.EncoderConfig{
+		TimeKey:        "ts",
+		LevelKey:       "level",
+		MessageKey:     "event",
+		EncodeTime:     zapcore.RFC3339NanoTimeEncoder,
+		EncodeLevel:    zapcore.LowercaseLevelEncoder,
+		EncodeDuration: zapcore.MillisDurationEncoder,
+		LineEnding:     "\n",
+	})
+	l.file = f
+	l.logger = zap.New(zapcore.NewCore(enc, zapcore.AddSync(f), zapcore.DebugLevel))
+}
+
+// OpenFile opens path for appending without following a symlink at the last
+// element, creating it 0600. It refuses a file that is not regular or that
+// another user owns (a planted /tmp/selfheal.log), and rotates a file larger
+// than maxBytes to path+".1" first.
+func OpenFile(path string, maxBytes int64) (*os.File, error) {
+	if fi, err := os.Lstat(path); err == nil && maxBytes > 0 && fi.Mode().IsRegular() && fi.Size() > maxBytes {
+		if owned(fi) {
+			_ = os.Rename(path, path+".1")
+		}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("heal log %s is a symlink; refusing to follow it", path)
+		}
+		return nil, fmt.Errorf("open heal log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat heal log: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("heal log %s is not a regular file", path)
+	}
+	if !owned(fi) {
+		f.Close()
+		return nil, fmt.Errorf("heal log %s belongs to another user", path)
+	}
+	return f, nil
+}
+
+func owned(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || int(st.Uid) == os.Geteuid()
+}
+
+// Record is one event read back from the log.
+type Record struct {
+	TS         time.Time `json:"ts"`
+	Level      string    `json:"level"`
+	Event      string    `json:"event"`
+	Tool       string    `json:"tool,omitempty"`
+	Target     string    `json:"target,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	Result     string    `json:"result,omitempty"`
+	DurationMS int64     `json:"duration_ms,omitempty"`
+	Bytes      int64     `json:"bytes,omitempty"`
+	Attempt    int       `json:"attempt,omitempty"`
+}

@@ -1,0 +1,45 @@
+package progress_test
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/progress"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func TestPlainLinesWhenNotATerminal(t *testing.T) {
+	t.Setenv("GUARD_PROGRESS_EVERY", "20ms")
+	var out syncBuf
+	r := progress.Start(&out, "downloading m.gguf", 1000)
+	r.Add(500)
+	time.Sleep(120 * time.Millisecond)
+	r.Stop("guard: done")
+	s := out.String()
+	if strings.Contains(s, "\r") {
+		t.Fatalf("carriage return on a pipe: %q", s)
+	}
+	if !strings.Contains(s, "guard: downloading m.gguf  50%") || !strings.HasSuffix(s, "guard: done\n") {
+		t.Fatalf("output %q", s)
+	}
+}
+
+func TestStatusLine(t *testing.T) {
+	r := progress.Start(&bytes.Buffer{}, "building llama-cpp", 0)
+	r.SetStatus("step 2/2\r")
+	line := r.Line()
+	r.Stop("")
+	if !strings.HasPrefix(line, "guard: building llama-cpp (") || !strings.HasSuffix(line, ": step 2/2") {
+		t.Fatalf("line %q", line)
+	}
+}
