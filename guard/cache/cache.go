@@ -19,7 +19,6 @@ package cache
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -74,12 +73,12 @@ func (s *Store) Get(key string) (e Entry, ok bool, err error) {
 		return Entry{}, false, fmt.Errorf("get: %w", err)
 	}
 	path := filepath.Join(s.Dir, key)
-	e, fi, err := s.read(path)
+	e, id, err := s.read(path)
 	switch {
 	case err == nil:
 		now := s.now()
 		if s.expired(e, now) {
-			removeIfSame(path, fi)
+			removeIfSame(path, id)
 			break
 		}
 		// A failed touch (entry replaced or removed meanwhile) only costs LRU
@@ -91,7 +90,7 @@ func (s *Store) Get(key string) (e Entry, ok bool, err error) {
 		return e, true, nil
 	case errors.Is(err, fs.ErrNotExist):
 	default:
-		removeIfSame(path, fi)
+		removeIfSame(path, id)
 	}
 	if err := s.ensureDir(); err != nil {
 		return Entry{}, false, fmt.Errorf("get: %w", err)
@@ -102,37 +101,28 @@ func (s *Store) Get(key string) (e Entry, ok bool, err error) {
 	return Entry{}, false, nil
 }
 
-// read opens without following symlinks and refuses anything larger than a
-// valid entry could be before reading it. fi is the opened file, when there
-// was one, so a corrupt entry is removed only if it is still the same file.
-func (s *Store) read(path string) (Entry, os.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+// read refuses anything larger than a valid entry could be before reading
+// it. id names the file that was opened, when there was one, so a corrupt
+// entry is removed only if it is still the same file.
+func (s *Store) read(path string) (Entry, *fileID, error) {
+	b, id, err := readEntryFile(path, headerSize+s.maxBytes())
 	if err != nil {
-		return Entry{}, nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return Entry{}, nil, err
-	}
-	size := fi.Size()
-	if !fi.Mode().IsRegular() || size < headerSize || size > headerSize+s.maxBytes() {
-		return Entry{}, fi, errCorrupt
-	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(f, b); err != nil {
-		return Entry{}, fi, errCorrupt
+		return Entry{}, id, err
 	}
 	e, err := decodeEntry(b)
-	return e, fi, err
+	return e, id, err
 }
 
 // removeIfSame removes path unless a concurrent Put has already renamed a
 // fresh entry over the bad one we read.
-func removeIfSame(path string, read os.FileInfo) {
+func removeIfSame(path string, read *fileID) {
 	if read != nil {
-		cur, err := os.Lstat(path)
-		if err != nil || !os.SameFile(cur, read) {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || uint64(st.Dev) != read.dev || st.Ino != read.ino {
 			return
 		}
 	}

@@ -26,11 +26,13 @@ type KeyInput struct {
 // Key returns the hex sha256 of the input. Every field is length-prefixed so
 // that no two different inputs share an encoding: ["a b"] != ["a", "b"], and
 // a nil FileText differs from an empty one.
-func Key(in KeyInput) string {
+func Key(in KeyInput) string { return keyFor(FormatVersion, in) }
+
+func keyFor(version uint64, in KeyInput) string {
 	h := sha256.New()
 	var n [8]byte
 	h.Write([]byte(keyDomain))
-	binary.BigEndian.PutUint64(n[:], FormatVersion)
+	binary.BigEndian.PutUint64(n[:], version)
 	h.Write(n[:])
 	writeField(h, []byte(in.Tool))
 	writeField(h, []byte(in.ModelID))

@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/gofrs/flock"
 )
@@ -96,21 +96,21 @@ func (s *Store) update(fn func(*counters)) error {
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
 	defer lk.Unlock()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	fd, err := openRaw(path, syscall.O_RDWR)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
+		return err
 	}
-	defer f.Close()
+	defer syscall.Close(fd)
 	var buf [statsSize + 1]byte
-	n, err := f.ReadAt(buf[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("read %s: %w", path, err)
+	n, err := preadFull(fd, buf[:])
+	if err != nil {
+		return &fs.PathError{Op: "read", Path: path, Err: err}
 	}
 	if n == 0 {
 		// Just created: the mode asked for passed through the umask, so
 		// state it explicitly.
-		if err := f.Chmod(filePerm); err != nil {
-			return fmt.Errorf("chmod %s: %w", path, err)
+		if err := syscall.Fchmod(fd, filePerm); err != nil {
+			return &fs.PathError{Op: "chmod", Path: path, Err: err}
 		}
 	}
 	c := decodeCounters(buf[:n])
@@ -119,16 +119,13 @@ func (s *Store) update(fn func(*counters)) error {
 	if c == before && n == statsSize {
 		return nil
 	}
-	if _, err := f.WriteAt(c.encode(), 0); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if err := pwriteFull(fd, c.encode()); err != nil {
+		return &fs.PathError{Op: "write", Path: path, Err: err}
 	}
 	if n > statsSize {
-		if err := f.Truncate(statsSize); err != nil {
-			return fmt.Errorf("truncate %s: %w", path, err)
+		if err := syscall.Ftruncate(fd, statsSize); err != nil {
+			return &fs.PathError{Op: "truncate", Path: path, Err: err}
 		}
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
 	}
 	return nil
 }
