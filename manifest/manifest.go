@@ -1,0 +1,181 @@
+// Package manifest defines guard's manifest: which tools guard shims, how to
+// rebuild them, which Debian packages provide their commands, which models
+// they need (with exact sizes, optional sha256 and download URLs), the time
+// budgets, the swarm roles, auth hints and the prompt cache.
+//
+// The manifest is TOML. Parse runs on every shim call, so it does no work at
+// package init beyond go:embed, and builds the key-to-line index it needs for
+// error messages only when there is an error to report. Every syntax and
+// validation error is an *Error naming the file and line; validation collects
+// all of them so one run of `guard manifest check` shows every mistake.
+package manifest
+
+import (
+	_ "embed"
+	"path/filepath"
+)
+
+// Manifest is a parsed, defaulted and validated manifest. Paths starting with
+// "~/" have been expanded with the home directory given to Parse.
+type Manifest struct {
+	Log       string            `toml:"log"`
+	ShimDir   string            `toml:"shim_dir"`
+	ModelsDir string            `toml:"models_dir"`
+	StateDir  string            `toml:"state_dir"`
+	Packages  map[string]string `toml:"packages,omitempty"` // command -> Debian package
+	Builds    map[string]*Build `toml:"builds,omitempty"`
+	Tools     map[string]*Tool  `toml:"tools,omitempty"`
+	Budget    Budget            `toml:"budget"`
+	Models    []*Model          `toml:"models,omitempty"`
+	Swarm     Swarm             `toml:"swarm"`
+	Auth      map[string]*Auth  `toml:"auth,omitempty"`
+	Cache     CacheConf         `toml:"cache"`
+
+	// Source is the file the manifest was read from, or EmbeddedSource.
+	Source string `toml:"-"`
+}
+
+// EmbeddedSource is Manifest.Source for the built-in default manifest.
+const EmbeddedSource = "(embedded default)"
+
+// Build is a recipe that rebuilds evicted binaries: each step is an argv run
+// in Dir, in order.
+type Build struct {
+	Name    string     `toml:"-"` // the key under [builds]
+	Dir     string     `toml:"dir"`
+	Repo    string     `toml:"repo,omitempty"` // cloned into Dir when Dir is missing
+	Needs   []string   `toml:"needs,omitempty"`
+	Steps   [][]string `toml:"steps"`
+	Timeout Duration   `toml:"timeout,omitzero"` // heal timeout; default Budget.Heal
+	Targets []string   `toml:"targets,omitempty"`
+}
+
+// Tool is the policy for one shimmed command.
+type Tool struct {
+	Name     string            `toml:"-"` // the key under [tools]; also the shim's link name
+	Path     string            `toml:"path,omitempty"`
+	Build    string            `toml:"build,omitempty"`
+	Package  string            `toml:"package,omitempty"`
+	Args     []string          `toml:"args,omitempty"` // forced flags, added once
+	Env      map[string]string `toml:"env,omitempty"`
+	Fallback []string          `toml:"fallback,omitempty"` // tool names tried after a failure
+	Timeout  Duration          `toml:"timeout,omitzero"`   // per-call budget when no model budget applies; 0 = none
+	Stall    Duration          `toml:"stall,omitzero"`     // no new output for this long ends the attempt; 0 = off
+	Prompts  string            `toml:"prompts,omitempty"`  // "" | "answer" | "kill"
+	Defaults []string          `toml:"defaults,omitempty"` // flags added only when the caller did not set them
+	Cache    *bool             `toml:"cache,omitempty"`    // prompt cache; nil = the tool's default
+}
+
+// Prompt policies for Tool.Prompts.
+const (
+	PromptsAnswer = "answer" // answer an interactive prompt with yes
+	PromptsKill   = "kill"   // end the attempt when the tool waits at a prompt
+)
+
+// Budget holds the time limits shared by every call.
+type Budget struct {
+	Cap   Duration `toml:"cap"`   // one call, all attempts together
+	Heal  Duration `toml:"heal"`  // one heal (rebuild, download)
+	Grace Duration `toml:"grace"` // between SIGTERM and SIGKILL
+}
+
+// Model is a GGUF file guard keeps present and intact.
+type Model struct {
+	File     string      `toml:"file"` // local base name under ModelsDir
+	Size     int64       `toml:"size"` // exact bytes
+	SHA256   string      `toml:"sha256,omitempty"`
+	URLs     []string    `toml:"urls,omitempty"` // tried in order; the remote name may differ from File
+	Role     string      `toml:"role,omitempty"`
+	Budget   ModelBudget `toml:"budget"`
+	Fallback string      `toml:"fallback,omitempty"` // role or file used after a timeout
+}
+
+// ModelBudget is the time a call with this model may take: Base plus the
+// requested token count divided by TokensPerSecond.
+type ModelBudget struct {
+	Base            Duration `toml:"base,omitzero"`
+	TokensPerSecond float64  `toml:"tokens_per_second,omitzero"`
+}
+
+// Swarm configures `guard ask`.
+type Swarm struct {
+	LightWords int                 `toml:"light_words"`        // prompts up to this many words go to SCOUT only
+	Roles      map[string]string   `toml:"roles,omitempty"`    // swarm role -> model role
+	Timeouts   map[string]Duration `toml:"timeouts,omitempty"` // swarm role -> budget
+}
+
+// Auth says where a tool's credentials live, so status can tell a person
+// what is missing and how to fix it.
+type Auth struct {
+	Name  string   `toml:"-"` // the key under [auth]
+	Files []string `toml:"files,omitempty"`
+	Env   string   `toml:"env,omitempty"`
+	Hint  string   `toml:"hint,omitempty"`
+}
+
+// CacheConf bounds the prompt cache.
+type CacheConf struct {
+	MaxBytes int64    `toml:"max_bytes"`
+	TTL      Duration `toml:"ttl,omitzero"` // 0 = entries never expire
+}
+
+// Tool returns the tool named name, or nil.
+func (m *Manifest) Tool(name string) *Tool {
+	return m.Tools[name]
+}
+
+// ModelByFile returns the model whose local file name is the base name of
+// file, or nil. A path such as "/home/u/x.gguf" matches file "x.gguf".
+func (m *Manifest) ModelByFile(file string) *Model {
+	base := filepath.Base(file)
+	for _, md := range m.Models {
+		if md.File == base {
+			return md
+		}
+	}
+	return nil
+}
+
+// ModelByRole returns the model with the given role, or nil.
+func (m *Manifest) ModelByRole(role string) *Model {
+	if role == "" {
+		return nil
+	}
+	for _, md := range m.Models {
+		if md.Role == role {
+			return md
+		}
+	}
+	return nil
+}
+
+// ModelsPath returns where the model file lives on disk.
+func (m *Manifest) ModelsPath(file string) string {
+	return filepath.Join(m.ModelsDir, file)
+}
+
+// FallbackModel returns the model used after md times out: Fallback names a
+// role first, then a file. It returns nil when there is none.
+func (m *Manifest) FallbackModel(md *Model) *Model {
+	if md == nil || md.Fallback == "" {
+		return nil
+	}
+	if f := m.ModelByRole(md.Fallback); f != nil {
+		return f
+	}
+	for _, f := range m.Models {
+		if f.File == md.Fallback {
+			return f
+		}
+	}
+	return nil
+}
+
+//go:embed default.toml
+var defaultTOML []byte
+
+// DefaultTOML returns the text of the embedded default manifest. The caller
+// may modify the returned slice.
+func DefaultTOML() []byte {
+	return append([]byte(nil), defaultTOML...)
+}

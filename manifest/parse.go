@@ -1,0 +1,208 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Defaults for keys the manifest leaves out (or sets to zero).
+const (
+	DefaultLog        = "/tmp/selfheal.log"
+	DefaultShimDir    = "~/.shim"
+	DefaultModelsDir  = "~"
+	DefaultStateDir   = "~/.cache/guard"
+	DefaultCap        = Duration(300 * time.Second)
+	DefaultHeal       = Duration(30 * time.Minute)
+	DefaultGrace      = Duration(3 * time.Second)
+	DefaultLightWords = 8
+	DefaultCacheBytes = 256 << 20
+)
+
+// UserPath returns where the user's manifest lives: $GUARD_MANIFEST when
+// set, else home/.config/guard/manifest.toml.
+func UserPath(home string) string {
+	if p := os.Getenv("GUARD_MANIFEST"); p != "" {
+		return p
+	}
+	return filepath.Join(home, ".config", "guard", "manifest.toml")
+}
+
+// Load reads and parses the manifest at path. With path "" it reads
+// UserPath(home) and, when that file does not exist, the embedded default;
+// a GUARD_MANIFEST that names a missing file is an error, because the user
+// asked for that file.
+func Load(path, home string) (*Manifest, error) {
+	explicit := path != "" || os.Getenv("GUARD_MANIFEST") != ""
+	if path == "" {
+		path = UserPath(home)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if !explicit && errors.Is(err, fs.ErrNotExist) {
+			return Parse(EmbeddedSource, defaultTOML, home)
+		}
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	return Parse(path, data, home)
+}
+
+// Parse decodes a manifest read from source (a file name for messages),
+// applies defaults, validates it and expands "~/" in paths with home. Every
+// error is an *Error, or several joined with errors.Join.
+func Parse(source string, data []byte, home string) (*Manifest, error) {
+	m := new(Manifest)
+	md, err := toml.Decode(string(data), m)
+	if err != nil {
+		return nil, decodeError(source, err)
+	}
+	c := checker{file: source, data: data}
+	c.unknownKeys(md)
+	m.Source = source
+	m.fill()
+	c.check(m)
+	if len(c.errs) > 0 {
+		return nil, joinErrors(c.errs)
+	}
+	m.expand(home)
+	return m, nil
+}
+
+// fill names the map entries after their keys and applies defaults. A
+// zero value means "not set": a cap, heal or grace of zero would make every
+// call or heal fail at once, which nobody means to write.
+func (m *Manifest) fill() {
+	m.Log = cmpOr(m.Log, DefaultLog)
+	m.ShimDir = cmpOr(m.ShimDir, DefaultShimDir)
+	m.ModelsDir = cmpOr(m.ModelsDir, DefaultModelsDir)
+	m.StateDir = cmpOr(m.StateDir, DefaultStateDir)
+	m.Budget.Cap = cmpOr(m.Budget.Cap, DefaultCap)
+	m.Budget.Heal = cmpOr(m.Budget.Heal, DefaultHeal)
+	m.Budget.Grace = cmpOr(m.Budget.Grace, DefaultGrace)
+	m.Swarm.LightWords = cmpOr(m.Swarm.LightWords, DefaultLightWords)
+	m.Cache.MaxBytes = cmpOr(m.Cache.MaxBytes, DefaultCacheBytes)
+	heal := m.Budget.Heal
+	if heal < 0 { // reported under budget.heal; do not repeat it for each build
+		heal = DefaultHeal
+	}
+	for name, b := range m.Builds {
+		if b == nil {
+			b = new(Build)
+			m.Builds[name] = b
+		}
+		b.Name = name
+		b.Timeout = cmpOr(b.Timeout, heal)
+	}
+	for name, t := range m.Tools {
+		if t == nil {
+			t = new(Tool)
+			m.Tools[name] = t
+		}
+		t.Name = name
+	}
+	for name, a := range m.Auth {
+		if a == nil {
+			a = new(Auth)
+			m.Auth[name] = a
+		}
+		a.Name = name
+	}
+	for i, md := range m.Models {
+		if md == nil {
+			m.Models[i] = new(Model)
+		}
+	}
+}
+
+// cmpOr is cmp.Or for one value and its default, spelled out so the
+// defaults above read as pairs.
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// expand replaces a leading "~" in every path with home. With home ""
+// paths are left as written.
+func (m *Manifest) expand(home string) {
+	if home == "" {
+		return
+	}
+	x := func(p string) string {
+		if p == "~" {
+			return home
+		}
+		if rest, ok := strings.CutPrefix(p, "~/"); ok {
+			return filepath.Join(home, rest)
+		}
+		return p
+	}
+	m.Log = x(m.Log)
+	m.ShimDir = x(m.ShimDir)
+	m.ModelsDir = x(m.ModelsDir)
+	m.StateDir = x(m.StateDir)
+	for _, b := range m.Builds {
+		b.Dir = x(b.Dir)
+	}
+	for _, t := range m.Tools {
+		t.Path = x(t.Path)
+	}
+	for _, a := range m.Auth {
+		for i, f := range a.Files {
+			a.Files[i] = x(f)
+		}
+	}
+}
+
+// decodeError turns a BurntSushi error into an *Error. Syntax errors are
+// toml.ParseError with a position; type mismatches are plain errors of the
+// form `toml: line N (last key "K"): msg`, so the line is read back from
+// the text.
+func decodeError(file string, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return &Error{File: file, Line: pe.Position.Line, Msg: tidy(pe.Message)}
+	}
+	msg := strings.TrimPrefix(err.Error(), "toml: ")
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		n := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+		if n > 0 {
+			line, _ = strconv.Atoi(rest[:n])
+			msg = strings.TrimPrefix(rest[n:], ": ")
+		}
+	}
+	if rest, ok := strings.CutPrefix(strings.TrimPrefix(msg, " "), "(last key "); ok {
+		if key, after, ok := strings.Cut(rest, "): "); ok {
+			if k, err := strconv.Unquote(key); err == nil {
+				key = k
+			}
+			msg = key + ": " + after
+		}
+	}
+	return &Error{File: file, Line: line, Msg: tidy(msg)}
+}
+
+// tidy makes a library message follow guard's rule: lower case start, no
+// trailing period.
+func tidy(msg string) string {
+	msg = strings.TrimSuffix(strings.TrimSpace(msg), ".")
+	r, n := utf8.DecodeRuneInString(msg)
+	if n > 0 && unicode.IsUpper(r) {
+		if r2, _ := utf8.DecodeRuneInString(msg[n:]); !unicode.IsUpper(r2) {
+			msg = string(unicode.ToLower(r)) + msg[n:]
+		}
+	}
+	return msg
+}

@@ -1,0 +1,513 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// checker collects every validation error of one manifest. The key index
+// that gives errors their lines is built on the first error only.
+type checker struct {
+	file string
+	data []byte
+	idx  *keyIndex
+	errs []*Error
+}
+
+func (c *checker) index() *keyIndex {
+	if c.idx == nil {
+		c.idx = indexKeys(c.data)
+	}
+	return c.idx
+}
+
+func (c *checker) errorf(p keyPath, format string, args ...any) {
+	c.errs = append(c.errs, &Error{
+		File: c.file,
+		Line: c.index().lineOf(p),
+		Msg:  p.String() + ": " + fmt.Sprintf(format, args...),
+	})
+}
+
+// path builds a key path of names; callers build paths only on the error
+// branch, so a healthy manifest costs no allocations here.
+func path(names ...string) keyPath {
+	p := make(keyPath, 0, len(names)+1)
+	for _, n := range names {
+		p = p.key(n)
+	}
+	return p
+}
+
+func modelPath(i int, names ...string) keyPath {
+	p := path("models").index(i)
+	for _, n := range names {
+		p = p.key(n)
+	}
+	return p
+}
+
+// unknownKeys reports keys that match no field: usually a typo that would
+// otherwise be silently ignored. Keys under an unknown table are not
+// reported again.
+func (c *checker) unknownKeys(md toml.MetaData) {
+	undecoded := md.Undecoded()
+	if len(undecoded) == 0 {
+		return
+	}
+	seen := make(map[string]int)
+	var reported []toml.Key
+	for _, k := range undecoded {
+		ks := k.String()
+		n := seen[ks]
+		seen[ks] = n + 1
+		if underAny(k, reported) {
+			continue
+		}
+		reported = append(reported, k)
+		msg := "unknown key " + ks
+		if s := suggest(k); s != "" {
+			msg += " (did you mean " + s + "?)"
+		}
+		c.errs = append(c.errs, &Error{File: c.file, Line: c.index().nthLine(k, n), Msg: msg})
+	}
+}
+
+// underAny reports whether k lies strictly below one of parents.
+func underAny(k toml.Key, parents []toml.Key) bool {
+	for _, p := range parents {
+		if len(k) > len(p) && slicesEqual(k[:len(p)], p) {
+			return true
+		}
+	}
+	return false
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *checker) check(m *Manifest) {
+	if !isPathSetting(m.Log) {
+		c.pathError(path("log"), m.Log)
+	}
+	if !isPathSetting(m.ShimDir) {
+		c.pathError(path("shim_dir"), m.ShimDir)
+	}
+	if !isPathSetting(m.ModelsDir) {
+		c.pathError(path("models_dir"), m.ModelsDir)
+	}
+	if !isPathSetting(m.StateDir) {
+		c.pathError(path("state_dir"), m.StateDir)
+	}
+	for cmd, pkg := range m.Packages {
+		if !isDebianPackage(pkg) {
+			c.errorf(path("packages", cmd), "%q is not a Debian package name (lower case letters, digits, +, - and .)", pkg)
+		}
+	}
+	for _, b := range m.Builds {
+		c.build(b)
+	}
+	for _, t := range m.Tools {
+		c.tool(m, t)
+	}
+	if m.Budget.Cap < 0 {
+		c.durationError(path("budget", "cap"), m.Budget.Cap)
+	}
+	if m.Budget.Heal < 0 {
+		c.durationError(path("budget", "heal"), m.Budget.Heal)
+	}
+	if m.Budget.Grace < 0 {
+		c.durationError(path("budget", "grace"), m.Budget.Grace)
+	}
+	for i := range m.Models {
+		c.model(m, i)
+	}
+	c.swarm(m)
+	for _, a := range m.Auth {
+		for i, f := range a.Files {
+			if !isPathSetting(f) {
+				c.pathError(path("auth", a.Name, "files").index(i), f)
+			}
+		}
+		if a.Env != "" && !isEnvName(a.Env) {
+			c.errorf(path("auth", a.Name, "env"), "%q is not an environment variable name", a.Env)
+		}
+	}
+	if m.Cache.MaxBytes < 0 {
+		c.errorf(path("cache", "max_bytes"), "must not be negative")
+	}
+	if m.Cache.TTL < 0 {
+		c.durationError(path("cache", "ttl"), m.Cache.TTL)
+	}
+}
+
+func (c *checker) build(b *Build) {
+	if b.Dir == "" {
+		c.errorf(path("builds", b.Name, "dir"), "missing: say where the build runs, such as \"~/llama.cpp\"")
+	} else {
+		if !isPathSetting(b.Dir) {
+			c.pathError(path("builds", b.Name, "dir"), b.Dir)
+		}
+	}
+	if b.Repo != "" {
+		if why := checkURL(b.Repo); why != "" {
+			c.errorf(path("builds", b.Name, "repo"), "%s", why)
+		}
+	}
+	for i, n := range b.Needs {
+		if n == "" {
+			c.errorf(path("builds", b.Name, "needs").index(i), "empty command name")
+		}
+	}
+	if len(b.Steps) == 0 {
+		c.errorf(path("builds", b.Name, "steps"), "missing: a build needs at least one step")
+	}
+	for i, step := range b.Steps {
+		switch {
+		case len(step) == 0:
+			c.errorf(path("builds", b.Name, "steps").index(i), "empty step")
+		case step[0] == "":
+			c.errorf(path("builds", b.Name, "steps").index(i), "empty program name")
+		}
+	}
+	if b.Timeout < 0 {
+		c.durationError(path("builds", b.Name, "timeout"), b.Timeout)
+	}
+}
+
+func (c *checker) tool(m *Manifest, t *Tool) {
+	switch {
+	case t.Name == "guard":
+		c.errorf(path("tools", t.Name), "guard cannot shim itself")
+	case !isPlainName(t.Name):
+		c.errorf(path("tools", t.Name), "a tool name must be a plain file name: it names the link in the shim dir")
+	}
+	if t.Path != "" {
+		if !isPathSetting(t.Path) {
+			c.pathError(path("tools", t.Name, "path"), t.Path)
+		}
+	}
+	if t.Build != "" && m.Builds[t.Build] == nil {
+		c.errorf(path("tools", t.Name, "build"), "no [builds.%s] in the manifest", toml.Key{t.Build})
+	}
+	if t.Package != "" && !isDebianPackage(t.Package) {
+		c.errorf(path("tools", t.Name, "package"), "%q is not a Debian package name (lower case letters, digits, +, - and .)", t.Package)
+	}
+	for i, f := range t.Fallback {
+		switch {
+		case f == t.Name:
+			c.errorf(path("tools", t.Name, "fallback").index(i), "a tool cannot fall back to itself")
+		case m.Tools[f] == nil:
+			c.errorf(path("tools", t.Name, "fallback").index(i), "no tool %q in the manifest", f)
+		}
+	}
+	if t.Timeout < 0 {
+		c.durationError(path("tools", t.Name, "timeout"), t.Timeout)
+	}
+	if t.Stall < 0 {
+		c.durationError(path("tools", t.Name, "stall"), t.Stall)
+	}
+	switch t.Prompts {
+	case "", PromptsAnswer, PromptsKill:
+	default:
+		c.errorf(path("tools", t.Name, "prompts"), "%q is not a prompt policy: use \"answer\", \"kill\" or leave it empty", t.Prompts)
+	}
+	for k := range t.Env {
+		if !isEnvName(k) {
+			c.errorf(path("tools", t.Name, "env", k), "%q is not an environment variable name", k)
+		}
+	}
+}
+
+func (c *checker) model(m *Manifest, i int) {
+	md := m.Models[i]
+	switch {
+	case md.File == "":
+		c.errorf(modelPath(i, "file"), "missing: the model's local file name")
+	case !isPlainName(md.File):
+		c.errorf(modelPath(i, "file"), "%q must be a plain file name, not a path", md.File)
+	}
+	for j := range i {
+		other := m.Models[j]
+		if md.File != "" && other.File == md.File {
+			c.errorf(modelPath(i, "file"), "%q is already models[%d]", md.File, j)
+		}
+		if md.Role != "" && other.Role == md.Role {
+			c.errorf(modelPath(i, "role"), "role %q is already models[%d]'s", md.Role, j)
+		}
+	}
+	if md.Size <= 0 {
+		c.errorf(modelPath(i, "size"), "must be the file's exact size in bytes, greater than zero")
+	}
+	if md.SHA256 != "" {
+		if !isSHA256(md.SHA256) {
+			c.errorf(modelPath(i, "sha256"), "must be 64 hex characters, or empty until `guard manifest pin` fills it")
+		} else {
+			md.SHA256 = strings.ToLower(md.SHA256)
+		}
+	}
+	for k, u := range md.URLs {
+		if why := checkURL(u); why != "" {
+			c.errorf(modelPath(i, "urls").index(k), "%s", why)
+		}
+	}
+	if md.Budget.Base < 0 {
+		c.durationError(modelPath(i, "budget", "base"), md.Budget.Base)
+	}
+	if tps := md.Budget.TokensPerSecond; tps < 0 || math.IsNaN(tps) || math.IsInf(tps, 0) {
+		c.errorf(modelPath(i, "budget", "tokens_per_second"), "must be a positive number, or 0 for no per-token time")
+	}
+	if md.Fallback != "" {
+		switch f := m.FallbackModel(md); {
+		case f == nil:
+			c.errorf(modelPath(i, "fallback"), "no model with role or file %q", md.Fallback)
+		case f == md:
+			c.errorf(modelPath(i, "fallback"), "a model cannot fall back to itself")
+		}
+	}
+}
+
+func (c *checker) swarm(m *Manifest) {
+	s := &m.Swarm
+	if s.LightWords < 0 {
+		c.errorf(path("swarm", "light_words"), "must not be negative")
+	}
+	for name, role := range s.Roles {
+		if m.ModelByRole(role) == nil {
+			c.errorf(path("swarm", "roles", name), "no model with role %q", role)
+		}
+	}
+	for name, d := range s.Timeouts {
+		if _, ok := s.Roles[name]; !ok {
+			c.errorf(path("swarm", "timeouts", name), "no swarm role %s in swarm.roles", toml.Key{name})
+		}
+		if d < 0 {
+			c.durationError(path("swarm", "timeouts", name), d)
+		}
+	}
+}
+
+// durationError reports a negative d, or one that did not parse.
+func (c *checker) durationError(p keyPath, d Duration) {
+	switch {
+	case d == badDuration:
+		raw := c.index().raw(p)
+		if raw == "" {
+			raw = "the value"
+		}
+		c.errorf(p, "%s is not a duration: write a number with a unit, such as \"45s\" or \"2m\"", raw)
+	default:
+		c.errorf(p, "%s: a duration must not be negative", d)
+	}
+}
+
+// isPathSetting requires an absolute path or one under "~/": a relative
+// path would depend on whatever folder the calling script happens to run in.
+func isPathSetting(v string) bool {
+	return v == "~" || strings.HasPrefix(v, "~/") || filepath.IsAbs(v)
+}
+
+func (c *checker) pathError(p keyPath, v string) {
+	c.errorf(p, "%q must be an absolute path or start with ~/", v)
+}
+
+// checkURL says why a download or clone URL is not allowed, or returns "".
+// Plain http is allowed only to loopback, where nothing on the network can
+// swap the bytes; sha256 pins are optional, so https is the real guard.
+func checkURL(raw string) string {
+	if raw == "" {
+		return "empty URL"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Sprintf("%q is not a URL: %v", raw, err)
+	}
+	switch u.Scheme {
+	case "https":
+		if u.Host == "" {
+			return fmt.Sprintf("%q has no host", raw)
+		}
+	case "http":
+		if !isLoopback(u.Hostname()) {
+			return fmt.Sprintf("%q uses plain http, which is allowed only for loopback hosts (127.0.0.0/8, localhost, [::1]): use https", raw)
+		}
+	case "file":
+		if u.Host != "" && !strings.EqualFold(u.Host, "localhost") {
+			return fmt.Sprintf("%q names a remote host: a file URL must be local, such as file:///srv/models/x.gguf", raw)
+		}
+		if !strings.HasPrefix(u.Path, "/") {
+			return fmt.Sprintf("%q must be an absolute file URL, such as file:///srv/models/x.gguf", raw)
+		}
+	case "":
+		return fmt.Sprintf("%q has no scheme: use an https:// URL", raw)
+	default:
+		return fmt.Sprintf("%q uses %s: only https (http for loopback, and file) is allowed", raw, u.Scheme)
+	}
+	return ""
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+func isPlainName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
+}
+
+// isDebianPackage follows Debian policy 5.6.1: at least two characters,
+// lower case letters, digits, +, - and ., starting with a letter or digit.
+// It also keeps a value that starts with "-" from reaching apt-get as an
+// option.
+func isDebianPackage(s string) bool {
+	if len(s) < 2 || !isLowerAlnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !isLowerAlnum(c) && c != '+' && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+func isEnvName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func isSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// suggest returns the known key closest to the unknown last part of k, or
+// "" when none is close enough to be a likely typo.
+func suggest(k toml.Key) string {
+	best, bestDist := "", 3
+	for _, known := range knownKeys(k[:len(k)-1]) {
+		if d := editDistance(k[len(k)-1], known); d < bestDist {
+			best, bestDist = known, d
+		}
+	}
+	return best
+}
+
+// knownKeys lists the TOML keys of the table at parent, read from the
+// struct tags, or nil when parent is not a struct-backed table.
+func knownKeys(parent toml.Key) []string {
+	t := reflect.TypeFor[Manifest]()
+	for _, name := range parent {
+		t = elemType(t)
+		switch t.Kind() {
+		case reflect.Map:
+			t = t.Elem() // name is a map key: any value is fine
+		case reflect.Struct:
+			f, ok := fieldByKey(t, name)
+			if !ok {
+				return nil
+			}
+			t = f.Type
+		default:
+			return nil
+		}
+	}
+	t = elemType(t)
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var keys []string
+	for i := range t.NumField() {
+		if k := tomlName(t.Field(i)); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func elemType(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	return t
+}
+
+func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		if f := t.Field(i); tomlName(f) == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func tomlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+	if name == "-" {
+		return ""
+	}
+	return name
+}
+
+// editDistance is the Levenshtein distance between two short keys.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
