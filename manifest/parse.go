@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -63,7 +64,7 @@ func Parse(source string, data []byte, home string) (*Manifest, error) {
 	m := new(Manifest)
 	md, err := toml.Decode(string(data), m)
 	if err != nil {
-		return nil, decodeError(source, err)
+		return nil, decodeError(source, data, err)
 	}
 	c := checker{file: source, data: data}
 	c.unknownKeys(md)
@@ -169,10 +170,16 @@ func (m *Manifest) expand(home string) {
 // toml.ParseError with a position; type mismatches are plain errors of the
 // form `toml: line N (last key "K"): msg`, so the line is read back from
 // the text.
-func decodeError(file string, err error) error {
+func decodeError(file string, data []byte, err error) error {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
-		return &Error{File: file, Line: pe.Position.Line, Msg: tidy(pe.Message)}
+		// Position.Line is one too far when the error is at a line's
+		// newline ("[[models]" then end of line); the byte offset is exact.
+		line := pe.Position.Line
+		if s := pe.Position.Start; s > 0 && s <= len(data) {
+			line = 1 + bytes.Count(data[:s], []byte("\n"))
+		}
+		return &Error{File: file, Line: line, Msg: tidy(pe.Message)}
 	}
 	msg := strings.TrimPrefix(err.Error(), "toml: ")
 	line := 0

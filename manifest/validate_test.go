@@ -40,6 +40,8 @@ func TestParseErrors(t *testing.T) {
 	}{
 		// TOML itself
 		{"syntax", "log = \"/x\"\na = \n", 2, `expected value but found '\n' instead`},
+		{"syntax at the end of a line", "log = \"/x\"\n[[models]\n", 2, `expected end of table array name delimiter ']', but got '\n' instead`},
+		{"duplicate key", "log = \"/x\"\n\nlog = \"/y\"\n", 3, "key 'log' has already been defined"},
 		{"type mismatch", oneModel + "[[models]]\nfile = \"b.gguf\"\nsize = \"big\"\n", 6,
 			"models.size: incompatible types: TOML value has type string; destination has type integer"},
 
