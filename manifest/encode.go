@@ -1,0 +1,30 @@
+package manifest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Encode writes the effective manifest (defaults applied, paths expanded)
+// as TOML that Parse reads back to the same Manifest.
+func (m *Manifest) Encode(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	if m.Source != "" {
+		// A newline in the source name must not end the comment.
+		src := strings.NewReplacer("\n", " ", "\r", " ").Replace(m.Source)
+		fmt.Fprintf(bw, "# effective manifest, read from %s\n\n", src)
+	}
+	enc := toml.NewEncoder(bw)
+	enc.Indent = ""
+	if err := enc.Encode(m); err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	return nil
+}
