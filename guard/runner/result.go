@@ -1,0 +1,116 @@
+package runner
+
+import (
+	"errors"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Policy says what the prompt watchdog does with a question the tool waits on.
+type Policy string
+
+const (
+	// PromptsOff does not watch for prompts.
+	PromptsOff Policy = ""
+	// PromptsAnswer answers yes/no questions with yes and kills the group on
+	// anything it must not answer (passwords, inquirer-style menus).
+	PromptsAnswer Policy = "answer"
+	// PromptsKill kills the group on any prompt.
+	PromptsKill Policy = "kill"
+)
+
+// Outcome is how a run ended.
+type Outcome int
+
+const (
+	// Exited: the tool exited on its own; Result.Code holds its status.
+	Exited Outcome = iota
+	// Signaled: the tool died of Result.Signal that guard did not send.
+	Signaled
+	// TimedOut: the budget or the caller's context ran out.
+	TimedOut
+	// Stalled: no progress for Spec.Stall.
+	Stalled
+	// PromptKilled: the tool waited on a prompt guard would not answer.
+	PromptKilled
+	// StartFailed: the tool could not be started; Result.Err says why.
+	StartFailed
+	// Interrupted: guard got SIGINT, SIGTERM or SIGHUP (Result.Signal) and
+	// forwarded it to the group.
+	Interrupted
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Exited:
+		return "exited"
+	case Signaled:
+		return "signaled"
+	case TimedOut:
+		return "timeout"
+	case Stalled:
+		return "stall"
+	case PromptKilled:
+		return "prompt"
+	case StartFailed:
+		return "start-failed"
+	case Interrupted:
+		return "interrupted"
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Exit statuses of DESIGN §5 and coreutils timeout that Status can return
+// besides the tool's own.
+const (
+	StatusTimeout       = 124
+	StatusGuardFailed   = 125
+	StatusNotExecutable = 126
+	StatusNotFound      = 127
+)
+
+// Result is what happened in one run.
+type Result struct {
+	Outcome  Outcome
+	Code     int            // exit code when the tool exited (also kept when guard ended the run)
+	Signal   syscall.Signal // when Signaled or Interrupted
+	Stdout   []byte         // captured stdout (Spec.Capture), raw bytes
+	StdoutN  int64          // bytes the tool wrote to stdout (under a pty: to the terminal)
+	Prompt   string         // last prompt detected, answered or not
+	Answered []string       // prompts answered with yes, in order
+	Elapsed  time.Duration
+	Pid      int   // the tool's pid, which is also its process group id; 0 if not started
+	Err      error // start error, or the context's error when it ended the run
+}
+
+// Status is the exit status a shim returns for this result (DESIGN §5): the
+// tool's own code, 128+N for a signal, 124 when guard ended the run, 126 or
+// 127 when the tool could not be started.
+func (r Result) Status() int {
+	switch r.Outcome {
+	case Exited:
+		return r.Code
+	case Signaled, Interrupted:
+		return 128 + int(r.Signal)
+	case TimedOut, Stalled, PromptKilled:
+		return StatusTimeout
+	case StartFailed:
+		return StartStatus(r.Err)
+	}
+	return StatusGuardFailed
+}
+
+// StartStatus maps an error from starting or exec'ing a tool to the shell's
+// status: 127 when the file does not exist, 126 for every other failure
+// (not executable, bad format, a directory), 0 for nil.
+func StartStatus(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, exec.ErrNotFound):
+		return StatusNotFound
+	}
+	return StatusNotExecutable
+}
