@@ -12,18 +12,27 @@ type llamaArg struct {
 	at     int      // index of the flag word in the argument list
 	span   int      // words it covers: the flag and its separate values
 	name   string   // the flag as written, up to any "="
-	canon  string   // shared by every spelling of the flag
+	canon  string   // shared by every spelling of a known flag; as written otherwise
+	known  bool     // the flag is in llamaFlag's table
 	values []string // its values, the "=VALUE" one first
 	eq     bool     // the first value came as name=VALUE
 }
 
 // setting names what a flag controls, so that a switch and its "no-" twin
 // (-cnv and -no-cnv, -e and --no-escape) count as the same flag.
+// Unknown flags get a "?" in front so that "---model" can never pass for -m.
 func (a llamaArg) setting() string {
-	if rest, ok := strings.CutPrefix(a.canon, "no-"); ok && rest != "" {
-		return rest
+	s := a.canon
+	if !a.known {
+		s = strings.TrimLeft(s, "-")
 	}
-	return a.canon
+	if rest, ok := strings.CutPrefix(s, "no-"); ok && rest != "" {
+		s = rest
+	}
+	if !a.known {
+		s = "?" + s
+	}
+	return s
 }
 
 // scanLlama splits llama-completion arguments into flags and their values.
@@ -50,13 +59,13 @@ func scanLlama(args []string) ([]llamaArg, error) {
 		}
 		if !known {
 			name, value, eq = w, "", false
-			canon = strings.TrimLeft(name, "-")
+			canon = name
 			want = 0
 			if i+1 < len(args) && !looksLikeFlag(args[i+1]) {
 				want = 1
 			}
 		}
-		a := llamaArg{at: i, span: 1, name: name, canon: canon, eq: eq}
+		a := llamaArg{at: i, span: 1, name: name, canon: canon, known: known, eq: eq}
 		if eq {
 			a.values = append(a.values, value)
 			want--

@@ -43,6 +43,7 @@ func TestParseCompletion(t *testing.T) {
 		{"--no-conversation", []string{"--no-conversation"}, shims.LlamaCall{NoCnv: true}},
 		{"unknown flags kept out of the way", []string{"--temp", "0.7", "--foo", "-m", "a", "--seed", "-1"},
 			shims.LlamaCall{Model: "a"}},
+		{"look-alikes are not flags", []string{"-model", "x", "---m", "y", "-prompt", "-cnv=1"}, shims.LlamaCall{}},
 		{"value of a known flag is not a flag", []string{"-r", "-m", "-n", "3"}, shims.LlamaCall{N: 3, NSet: true}},
 		{"everything", []string{"-m", "m.gguf", "-p", "hi there", "-n", "32", "-t", "1", "-fa", "off", "-no-cnv"},
 			shims.LlamaCall{Model: "m.gguf", Prompt: "hi there", PromptSet: true, N: 32, NSet: true, NoCnv: true}},
