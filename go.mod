@@ -18,4 +18,5 @@ require (
 	go.uber.org/zap v1.28.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/term v0.48.0 // indirect
+	golang.org/x/tools v0.26.0 // indirect
 )

@@ -1,0 +1,54 @@
+package install
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Repair is the per-call self-repair: one stat per expected link and, only
+// when something is gone, the fix. It returns the names it re-created. It
+// does nothing when guard was never installed here (no shim folder and no
+// install marker), so running a guard binary from a build folder does not
+// create a shim folder behind the user's back.
+func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
+	var missing []string
+	for _, name := range append([]string{GuardName}, tools...) {
+		if _, err := os.Stat(filepath.Join(shimDir, name)); err != nil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	if _, err := os.Stat(shimDir); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(stateDir, Marker)); err != nil {
+			return nil, nil
+		}
+	}
+	if err := os.MkdirAll(shimDir, 0o755); err != nil {
+		return nil, err
+	}
+	var done []string
+	for _, name := range missing {
+		p := filepath.Join(shimDir, name)
+		if name == GuardName {
+			if err := copyFile(self, p); err != nil {
+				return done, err
+			}
+			done = append(done, name)
+			continue
+		}
+		// A regular file stays (the user put it there); a missing entry or
+		// a dangling link is ours to mend.
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		if err := symlinkAtomic(GuardName, p); err != nil {
+			return done, err
+		}
+		done = append(done, name)
+	}
+	return done, nil
+}

@@ -1,0 +1,69 @@
+package resolve_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-guard/guard/guard/resolve"
+)
+
+func write(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReal(t *testing.T) {
+	root := t.TempDir()
+	shim := filepath.Join(root, "shim")
+	guardBin := filepath.Join(shim, "guard")
+	write(t, guardBin, 0o755)
+	os.Symlink(guardBin, filepath.Join(shim, "npx"))
+	self, _ := resolve.IDOf(guardBin)
+
+	other := filepath.Join(root, "other") // a second folder holding guard under the tool name
+	os.MkdirAll(other, 0o755)
+	os.Symlink(guardBin, filepath.Join(other, "npx"))
+	hard := filepath.Join(root, "hard")
+	os.MkdirAll(hard, 0o755)
+	os.Link(guardBin, filepath.Join(hard, "npx"))
+
+	real := filepath.Join(root, "usr", "bin", "npx")
+	write(t, real, 0o755)
+	noexec := filepath.Join(root, "noexec", "npx")
+	write(t, noexec, 0o644)
+	shimLink := filepath.Join(root, "shimlink") // the shim folder under another name
+	os.Symlink(shim, shimLink)
+
+	path := strings.Join([]string{shimLink, shim + "/", other, hard, filepath.Dir(noexec), filepath.Dir(real)}, ":")
+	q := resolve.Query{Name: "npx", PathEnv: path, ShimDir: shim, Self: self, HaveSelf: true}
+	got, err := resolve.Real(q)
+	if err != nil || got != real {
+		t.Fatalf("Real = %q, %v; want %q", got, err, real)
+	}
+
+	q.PathEnv = strings.Join([]string{shim, other, hard}, ":")
+	_, err = resolve.Real(q)
+	var nf *resolve.NotFoundError
+	if !errors.As(err, &nf) || len(nf.Tried) != 2 || !strings.Contains(err.Error(), other) {
+		t.Fatalf("loop-only PATH: %v", err)
+	}
+
+	q = resolve.Query{Name: "npx", Path: real, ShimDir: shim}
+	if got, err := resolve.Real(q); err != nil || got != real {
+		t.Fatalf("manifest path: %q %v", got, err)
+	}
+	q.Path = filepath.Join(root, "gone")
+	if _, err := resolve.Real(q); err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Fatalf("missing manifest path: %v", err)
+	}
+	q = resolve.Query{Name: "npx", Path: guardBin, Self: self, HaveSelf: true}
+	if _, err := resolve.Real(q); err == nil {
+		t.Fatal("manifest path pointing at guard itself was accepted")
+	}
+}
