@@ -1,0 +1,298 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sandbox-guard/guard/guard"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func runApp(args []string) int {
+	app := newApp()
+	err := app.Run(args)
+	var coder cli.ExitCoder
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &coder):
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, "guard: "+msg)
+		}
+		return coder.ExitCode()
+	default:
+		fmt.Fprintln(os.Stderr, "guard: "+err.Error())
+		return 1
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:                 "guard",
+		Usage:                "keep agent sandbox scripts from hanging: heal evicted tools and models, force non-interactive flags, enforce time budgets",
+		Version:              versionString(),
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,
+		ExitErrHandler:       func(*cli.Context, error) {}, // runApp prints errors once, in guard's voice
+		Commands: []*cli.Command{
+			installCommand, uninstallCommand, statusCommand, healCommand, execCommand,
+			askCommand, cacheCommand, manifestCommand, completionCommand,
+		},
+	}
+}
+
+func versionString() string {
+	commit := "unknown"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				commit = s.Value
+				if len(commit) > 12 {
+					commit = commit[:12]
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%s (commit %s, %s)", version, commit, runtime.Version())
+}
+
+// config loads the environment and manifest for a command and mends the
+// shim folder, as every guard invocation does.
+func config() (*guard.Config, error) {
+	c, err := guard.LoadConfig(os.Stderr)
+	if err != nil {
+		return nil, cli.Exit(err.Error()+"\nfix the manifest (guard manifest check) or unset GUARD_MANIFEST", 125)
+	}
+	return c, nil
+}
+
+var installCommand = &cli.Command{
+	Name:      "install",
+	Usage:     "put guard first in PATH: copy it to the shim folder and link every manifest tool to it",
+	UsageText: "guard install [--shim-dir D] [--no-rc] [--force]\n\nexample:\n   guard install && export PATH=\"$HOME/.shim:$PATH\"",
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "shim-dir", Usage: "where the shims go", EnvVars: []string{"GUARD_SHIM_DIR"}},
+		&cli.BoolFlag{Name: "no-rc", Usage: "do not add the PATH block to ~/.bashrc and ~/.profile"},
+		&cli.BoolFlag{Name: "force", Usage: "replace files in the shim folder that are not guard's links"},
+	},
+	Action: func(ctx *cli.Context) error {
+		c, err := config()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if d := ctx.String("shim-dir"); d != "" {
+			c.ShimDir = d
+		}
+		return exitErr(guard.Install(c, os.Stdout, ctx.Bool("no-rc"), ctx.Bool("force")), 125)
+	},
+}
+
+var uninstallCommand = &cli.Command{
+	Name:      "uninstall",
+	Usage:     "remove the shim links, guard's copy and the PATH block; models, cache and log stay",
+	UsageText: "guard uninstall\n\nexample:\n   guard uninstall",
+	Action: func(ctx *cli.Context) error {
+		c, err := config()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return exitErr(guard.Uninstall(c, os.Stdout), 125)
+	},
+}
+
+var statusCommand = &cli.Command{
+	Name:      "status",
+	Usage:     "show shims, real targets, builds, packages, models, auth, cache and the last heal events; exit 1 when something needs healing",
+	UsageText: "guard status [--json] [--events N] [--since 1h]\n\nexample:\n   guard status --events 20",
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in the README)"},
+		&cli.IntFlag{Name: "events", Value: 10, Usage: "how many heal events to show"},
+		&cli.DurationFlag{Name: "since", Usage: "only events newer than this (e.g. 30m)"},
+	},
+	Action: func(ctx *cli.Context) error {
+		c, err := config()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.Repair()
+		healthy, err := guard.Status(c, os.Stdout, guard.StatusOptions{JSON: ctx.Bool("json"), Events: ctx.Int("events"), Since: ctx.Duration("since")})
+		if err != nil {
+			return cli.Exit(err.Error(), 125)
+		}
+		if !healthy {
+			return cli.Exit("", 1)
+		}
+		return nil
+	},
+}
+
+var healCommand = &cli.Command{
+	Name:      "heal",
+	Usage:     "heal everything now (or the named tools and models): shims, packages, builds, models, auth",
+	UsageText: "guard heal [NAME...]\n\nexample:\n   guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf",
+	Action: func(ctx *cli.Context) error {
+		c, err := config()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.Repair()
+		if !guard.Heal(ctx.Context, c, os.Stdout, ctx.Args().Slice()) {
+			return cli.Exit("some things could not be healed (see above)", 1)
+		}
+		return nil
+	},
+}
+
+var execCommand = &cli.Command{
+	Name:            "exec",
+	Usage:           "run NAME exactly as its shim would",
+	UsageText:       "guard exec NAME -- ARGS...\n\nexample:\n   guard exec npx -- cowsay hi",
+	SkipFlagParsing: true,
+	Action: func(ctx *cli.Context) error {
+		args := ctx.Args().Slice()
+		if len(args) == 0 {
+			return cli.Exit("exec needs a tool name: guard exec NAME -- ARGS...", 2)
+		}
+		name, rest := args[0], args[1:]
+		if len(rest) > 0 && rest[0] == "--" {
+			rest = rest[1:]
+		}
+		if code := guard.Shim(name, rest, os.Stderr); code != 0 {
+			return cli.Exit("", code)
+		}
+		return nil
+	},
+}
+
+var askCommand = &cli.Command{
+	Name:      "ask",
+	Usage:     "ask the local model swarm: a short casual prompt goes to SCOUT alone, anything else to every role in parallel",
+	UsageText: "guard ask [--json] [--role R] PROMPT\n\nexample:\n   guard ask \"what is a GGUF file?\"",
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "json", Usage: "one JSON object per role"},
+		&cli.StringFlag{Name: "role", Usage: "ask only this swarm role"},
+	},
+	Action: func(ctx *cli.Context) error {
+		c, err := config()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.Repair()
+		code := guard.Ask(ctx.Context, c, os.Stdout, guard.AskOptions{JSON: ctx.Bool("json"), Role: ctx.String("role"), Prompt: ctx.Args().Slice()})
+		if code != 0 {
+			return cli.Exit("", code)
+		}
+		return nil
+	},
+}
+
+var cacheCommand = &cli.Command{
+	Name:      "cache",
+	Usage:     "prompt cache figures, or empty it",
+	UsageText: "guard cache stats | guard cache clear\n\nexample:\n   guard cache stats",
+	Subcommands: []*cli.Command{
+		{
+			Name:  "stats",
+			Usage: "entries, bytes, hits, misses and seconds saved",
+			Action: func(ctx *cli.Context) error {
+				c, err := config()
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				return exitErr(guard.CacheStats(c, os.Stdout), 125)
+			},
+		},
+		{
+			Name:  "clear",
+			Usage: "remove every cached answer",
+			Action: func(ctx *cli.Context) error {
+				c, err := config()
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				return exitErr(guard.CacheClear(c, os.Stdout), 125)
+			},
+		},
+	},
+}
+
+var manifestCommand = &cli.Command{
+	Name:      "manifest",
+	Usage:     "validate, print or pin the manifest",
+	UsageText: "guard manifest check [FILE] | guard manifest show | guard manifest pin\n\nexample:\n   guard manifest check ~/.config/guard/manifest.toml",
+	Subcommands: []*cli.Command{
+		{
+			Name:      "check",
+			Usage:     "validate a manifest (default: the effective one); errors name the file and line",
+			UsageText: "guard manifest check [FILE]",
+			Action: func(ctx *cli.Context) error {
+				return exitErr(guard.ManifestCheck(os.Stdout, ctx.Args().First()), 125)
+			},
+		},
+		{
+			Name:  "show",
+			Usage: "print the effective manifest",
+			Action: func(ctx *cli.Context) error {
+				c, err := config()
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				return exitErr(c.M.Encode(os.Stdout), 125)
+			},
+		},
+		{
+			Name:  "pin",
+			Usage: "hash every model that passes size and header and write its sha256 into the user manifest",
+			Action: func(ctx *cli.Context) error {
+				c, err := config()
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				return exitErr(guard.Pin(c, os.Stdout), 125)
+			},
+		},
+	},
+}
+
+var completionCommand = &cli.Command{
+	Name:      "completion",
+	Usage:     "print the shell completion script (bash or zsh)",
+	UsageText: "guard completion bash > /etc/bash_completion.d/guard\n\nexample:\n   source <(guard completion bash)",
+	Action: func(ctx *cli.Context) error {
+		switch ctx.Args().First() {
+		case "zsh":
+			fmt.Print(zshCompletion)
+		default:
+			fmt.Print(bashCompletion)
+		}
+		return nil
+	},
+}
+
+// exitErr turns an error into guard's message and the given status.
+func exitErr(err error, code int) error {
+	if err == nil {
+		return nil
+	}
+	var coder cli.ExitCoder
+	if errors.As(err, &coder) {
+		return err
+	}
+	return cli.Exit(err.Error(), code)
+}

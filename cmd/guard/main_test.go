@@ -1,0 +1,170 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestMain lets the test binary be guard. testscript runs it as "guard";
+// `guard install` copies it into the shim folder and links tool names to
+// the copy, so a link named npx really dispatches on argv[0] here too.
+func TestMain(m *testing.M) {
+	if name := filepath.Base(os.Args[0]); !strings.HasSuffix(name, ".test") && name != "guard" {
+		os.Exit(run(os.Args))
+	}
+	testscript.Main(m, map[string]func(){
+		"guard": func() { os.Exit(run(os.Args)) },
+	})
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 filepath.Join("..", "..", "testdata", "script"),
+		RequireExplicitExec: true,
+		Setup:               setup,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfile": cmdWaitFile,
+			"pidgone":  cmdPidGone,
+			"exits":    cmdExits,
+			"signalbg": cmdSignalBg,
+		},
+	})
+}
+
+// setup gives every script its own HOME, state, shim folder and log, so no
+// test ever touches the real ones.
+func setup(e *testscript.Env) error {
+	home := filepath.Join(e.WorkDir, "home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return err
+	}
+	e.Setenv("HOME", home)
+	e.Setenv("GUARD_LOG", filepath.Join(e.WorkDir, "selfheal.log"))
+	e.Setenv("GUARD_STATE_DIR", filepath.Join(e.WorkDir, "state"))
+	e.Setenv("GUARD_SHIM_DIR", filepath.Join(home, ".shim"))
+	e.Setenv("GUARD_MANIFEST", "")
+	e.Setenv("GUARD_DEPTH", "")
+	e.Setenv("GUARD_PROGRESS_EVERY", "100ms")
+	e.Setenv("CI", "")
+	e.Setenv("npm_config_yes", "")
+	e.Setenv("REPO", repoRoot())
+	return nil
+}
+
+func repoRoot() string {
+	wd, _ := os.Getwd()
+	return filepath.Clean(filepath.Join(wd, "..", ".."))
+}
+
+// exits N CMD ARGS...: run CMD like exec and require exit status N; its
+// stdout and stderr are kept for the stdout and stderr commands after it.
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 || neg {
+		ts.Fatalf("usage: exits N CMD [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exits: bad status %q", args[0])
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("exits: %v", err)
+		}
+		got = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			got = 128 + int(ws.Signal())
+		}
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// signalbg TERM|HUP|INT: send the signal to every background command (the
+// built-in kill knows only INT and KILL).
+func cmdSignalBg(ts *testscript.TestScript, neg bool, args []string) {
+	sigs := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "HUP": syscall.SIGHUP, "INT": syscall.SIGINT}
+	if len(args) != 1 || sigs[args[0]] == 0 {
+		ts.Fatalf("usage: signalbg TERM|HUP|INT")
+	}
+	for _, cmd := range ts.BackgroundCmds() {
+		if cmd.Process != nil {
+			cmd.Process.Signal(sigs[args[0]])
+		}
+	}
+}
+
+// waitfile PATH [SECONDS]: wait until PATH exists (default 10 s).
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 1 {
+		ts.Fatalf("usage: waitfile PATH [SECONDS]")
+	}
+	limit := 10 * time.Second
+	if len(args) > 1 {
+		n, _ := strconv.Atoi(args[1])
+		limit = time.Duration(n) * time.Second
+	}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(ts.MkAbs(args[0])); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("%s did not appear within %s", args[0], limit)
+}
+
+// pidgone PIDFILE: the process whose pid is in PIDFILE is gone (or a zombie)
+// within 5 s. With !, it must still be alive.
+func cmdPidGone(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: pidgone PIDFILE")
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(ts.ReadFile(args[0])))
+	if err != nil {
+		ts.Fatalf("bad pid file: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		gone := !alive(pid)
+		if gone != neg {
+			return
+		}
+		if time.Now().After(deadline) {
+			if neg {
+				ts.Fatalf("process %d is gone", pid)
+			}
+			syscall.Kill(pid, syscall.SIGKILL) // leave nothing behind, then fail
+			ts.Fatalf("process %d is still alive", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid runs and is not a zombie.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}

@@ -1,0 +1,140 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/manifest"
+	"github.com/sandbox-guard/guard/manifest/verify"
+)
+
+// Heal is `guard heal [NAME...]`: shims, tools (builds and packages),
+// models and auth in one pass, or only the named tools and model files. A
+// remembered failed download is retried at once. It prints a summary table
+// and reports whether everything is healthy now.
+func Heal(ctx context.Context, c *Config, out io.Writer, names []string) bool {
+	want := func(name string) bool { return len(names) == 0 || slices.Contains(names, name) }
+	var rows [][3]string
+	ok := true
+	add := func(kind, name string, err error, wasOK bool) {
+		switch {
+		case err != nil:
+			ok = false
+			rows = append(rows, [3]string{kind, name, "failed: " + oneLine(err.Error())})
+		case wasOK:
+			rows = append(rows, [3]string{kind, name, "ok"})
+		default:
+			rows = append(rows, [3]string{kind, name, "healed"})
+		}
+	}
+	known := map[string]bool{}
+	if len(names) == 0 {
+		rows = append(rows, [3]string{"shims", c.ShimDir, "ok"})
+	}
+	for _, name := range sortedKeys(c.M.Tools) {
+		known[name] = true
+		if !want(name) {
+			continue
+		}
+		tool := c.M.Tools[name]
+		path, err := c.resolve(tool)
+		wasOK := err == nil && c.checkBinary(path) == ""
+		if !wasOK {
+			if _, status := c.Target(ctx, tool); status != 0 {
+				err = errors.New("see the message above")
+			} else {
+				err = nil
+			}
+		}
+		add("tool", name, err, wasOK)
+	}
+	for _, m := range c.M.Models {
+		known[m.File] = true
+		if !want(m.File) {
+			continue
+		}
+		path := c.M.ModelsPath(m.File)
+		wasOK := c.healer().Check(m, path).Healthy()
+		var err error
+		if !wasOK {
+			err = c.healer().Ensure(ctx, "guard heal", m, path, true)
+		}
+		add("model", m.File, err, wasOK)
+	}
+	if len(names) == 0 {
+		for _, name := range sortedKeys(c.M.Auth) {
+			a := c.authState(c.M.Auth[name])
+			state := "ok " + a.Found
+			if !a.OK {
+				state = "missing (never blocks a call): " + a.Hint
+			}
+			rows = append(rows, [3]string{"auth", name, state})
+		}
+	}
+	for _, n := range names {
+		if !known[n] {
+			ok = false
+			rows = append(rows, [3]string{"?", n, "failed: no tool or model of that name in " + c.M.Source})
+		}
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r[0], r[1], r[2])
+	}
+	tw.Flush()
+	return ok
+}
+
+// Pin is `guard manifest pin`: it hashes every model that passes size and
+// header and writes the sums into the user manifest, keeping its comments
+// and order. With no user manifest it prints the lines to paste.
+func Pin(c *Config, out io.Writer) error {
+	data, readErr := os.ReadFile(c.ManifestPath)
+	pinned := 0
+	for _, m := range c.M.Models {
+		path := c.M.ModelsPath(m.File)
+		st := c.healer().Check(m, path)
+		if !st.Healthy() && st != "stale" {
+			fmt.Fprintf(out, "%s: %s, not pinned (guard heal %s first)\n", m.File, st, m.File)
+			continue
+		}
+		// A full hash also stamps the file, so the next call's fast check
+		// trusts the new pin without hashing again.
+		_, sum, err := verify.Full(verify.Spec{Path: path, Size: m.Size}, c.Dir("stamps"))
+		if err != nil {
+			return fmt.Errorf("hash %s: %w", path, err)
+		}
+		if readErr != nil {
+			fmt.Fprintf(out, "%s: sha256 = %q\n", m.File, sum)
+			continue
+		}
+		next, err := manifest.PinSHA256(data, m.File, sum)
+		if err != nil {
+			return fmt.Errorf("pin %s: %w", m.File, err)
+		}
+		data = next
+		pinned++
+		fmt.Fprintf(out, "%s: sha256 = %s\n", m.File, sum)
+	}
+	if readErr != nil {
+		fmt.Fprintf(out, "no user manifest at %s: paste the lines above into its [[models]] entries (guard install writes one)\n", c.ManifestPath)
+		return nil
+	}
+	if pinned == 0 {
+		return nil
+	}
+	if _, err := manifest.Parse(c.ManifestPath, data, c.Home); err != nil {
+		return fmt.Errorf("pinned manifest does not validate, left unchanged: %w", err)
+	}
+	if err := install.WriteFileAtomic(c.ManifestPath, data, 0o644); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	fmt.Fprintf(out, "pinned %d models in %s\n", pinned, c.ManifestPath)
+	return nil
+}

@@ -1,0 +1,312 @@
+package guard
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/sandbox-guard/guard/guard/cache"
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/runner"
+	"github.com/sandbox-guard/guard/manifest"
+	"github.com/sandbox-guard/guard/shims"
+)
+
+// llama runs a llama.cpp tool call so that it ends within its budget with
+// an answer or a clear error: heal the model, plan the attempts (forced
+// -no-cnv, tuned defaults, a timeout fallback model, llama-simple after a
+// failure), answer repeats from the prompt cache, and run each attempt
+// supervised.
+func (c *Config) llama(ctx context.Context, tool *manifest.Tool, args []string) int {
+	return c.llamaCall(ctx, tool, args, &llamaIO{W: os.Stdout})
+}
+
+// llamaIO is where one llama call's answer goes and what it reports back;
+// the shims and every swarm role share this one code path.
+type llamaIO struct {
+	W        io.Writer     // the answer (stdout for a shim call)
+	Budget   time.Duration // replaces every attempt's budget when > 0 (a swarm role); the cap stays
+	NoDirect bool          // never exec: the caller needs the answer back (guard ask)
+
+	Attempts int    // attempts run
+	Cached   bool   // answered from the prompt cache
+	Model    string // model file of the answer
+}
+
+func (c *Config) llamaCall(ctx context.Context, tool *manifest.Tool, args []string, o *llamaIO) int {
+	stdinTTY := term.IsTerminal(int(os.Stdin.Fd()))
+	call, err := parseLlama(tool.Name, args)
+	if err != nil {
+		// The tool's own parser says it better; guard adds nothing to a
+		// call it cannot read.
+		return c.direct(ctx, tool, args, o)
+	}
+	if call.Interactive && stdinTTY && !o.NoDirect {
+		return c.direct(ctx, tool, args, o) // a person is chatting: no budget, no watchdog
+	}
+	modelPath := call.Model
+	if modelPath != "" {
+		modelPath = absPath(modelPath)
+		if err := c.ensureModel(ctx, tool.Name, modelPath, false); err != nil {
+			c.Say("%s: %v", tool.Name, err)
+			return runner.StatusNotFound
+		}
+	}
+	in := shims.LlamaPlanInput{
+		Tool:          tool.Name,
+		Args:          args,
+		StdinTTY:      stdinTTY,
+		Defaults:      tool.Defaults,
+		Cap:           c.M.Budget.Cap.D(),
+		Override:      cmp.Or(o.Budget, timeoutOverride()),
+		FallbackTools: tool.Fallback,
+		Model:         c.modelInfo(modelPath),
+	}
+	if call.PromptFile != "" {
+		text, err := os.ReadFile(call.PromptFile)
+		if err != nil {
+			return c.direct(ctx, tool, args, o) // the tool reports the unreadable file itself
+		}
+		in.PromptFileText = string(text)
+	}
+	attempts, err := shims.PlanLlama(in)
+	if err != nil {
+		return c.direct(ctx, tool, args, o)
+	}
+	key, store := c.cacheKey(tool, attempts[0], in.PromptFileText)
+	if store != nil {
+		if e, ok, _ := store.Get(key); ok {
+			o.W.Write(e.Stdout)
+			o.Cached, o.Model = true, filepath.Base(modelPath)
+			c.Event(heallog.Event{Event: "cache.hit", Tool: tool.Name, Target: modelPath, Bytes: int64(len(e.Stdout)), Result: "ok"})
+			return 0
+		}
+	}
+	return c.runAttempts(ctx, tool.Name, attempts, store, key, o)
+}
+
+// runAttempts runs the plan: the first attempt, then each later one whose
+// trigger matches how the one before ended, all within the budget cap.
+func (c *Config) runAttempts(ctx context.Context, name string, attempts []shims.Attempt, store *cache.Store, key string, o *llamaIO) int {
+	limit := c.capFor()
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	var lines []string
+	var last runner.Result
+	ran := 0
+	after := shims.First
+	for i, a := range attempts {
+		if i > 0 && a.Trigger != after {
+			continue
+		}
+		if ctx.Err() != nil {
+			lines = append(lines, fmt.Sprintf("%s: not run: the call's cap of %s was used up", a.Tool, limit))
+			break
+		}
+		ran++
+		o.Attempts, o.Model = ran, filepath.Base(a.Model)
+		if i > 0 {
+			c.Event(heallog.Event{Level: "warn", Event: "fallback", Tool: name, Target: a.Tool + " " + filepath.Base(a.Model), Reason: after.String(), Attempt: ran})
+			c.Say("%s: trying %s with %s (%s)", name, a.Tool, filepath.Base(a.Model), after)
+			if len(a.Dropped) > 0 {
+				c.Event(heallog.Event{Event: "fallback", Tool: a.Tool, Reason: "dropped flags llama-simple would read as prompt text: " + strings.Join(a.Dropped, " "), Attempt: ran})
+			}
+		}
+		var live io.Writer
+		if !laterCanRun(attempts, i) {
+			live = o.W // the last chance streams; earlier ones are held back until they prove good
+		}
+		res, why := c.attempt(ctx, name, ran, a, live)
+		last = res
+		if why == "" {
+			if live == nil {
+				o.W.Write(res.Stdout)
+			}
+			if store != nil {
+				_ = store.Put(key, cache.Entry{Stdout: res.Stdout, Seconds: res.Elapsed.Seconds()})
+				c.Event(heallog.Event{Event: "cache.store", Tool: name, Bytes: int64(len(res.Stdout)), Result: "ok"})
+			}
+			if ran > 1 {
+				c.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran, Reason: "answered by " + a.Tool + " " + filepath.Base(a.Model)})
+			}
+			return 0
+		}
+		lines = append(lines, fmt.Sprintf("attempt %d: %s model %s: %s after %s", ran, a.Tool, filepath.Base(a.Model), why, secs(res.Elapsed)))
+		if res.Outcome == runner.Interrupted {
+			return res.Status() // the person or the harness asked to stop: no fallback
+		}
+		switch res.Outcome {
+		case runner.TimedOut, runner.Stalled:
+			after = shims.AfterTimeout
+		default:
+			after = shims.AfterFailure
+		}
+	}
+	c.Event(heallog.Event{Level: "error", Event: "call.end", Tool: name, Result: "failed", Attempt: ran, Reason: strings.Join(lines, "; ")})
+	if len(attempts) == 1 {
+		if last.Outcome == runner.Exited && last.Code == 0 {
+			c.Say("%s: the tool exited 0 but printed nothing on stdout", name)
+		}
+		return last.Status()
+	}
+	c.Say("%s: every attempt failed:", name)
+	for _, l := range lines {
+		fmt.Fprintln(c.Stderr, "  "+l)
+	}
+	return 2
+}
+
+// attempt runs one planned attempt and says why it failed ("" on success).
+func (c *Config) attempt(ctx context.Context, name string, n int, a shims.Attempt, live io.Writer) (runner.Result, string) {
+	tool := c.M.Tool(a.Tool)
+	if tool == nil {
+		tool = &manifest.Tool{Name: a.Tool}
+	}
+	if a.Model != "" && n > 1 {
+		if err := c.ensureModel(ctx, a.Tool, a.Model, false); err != nil {
+			c.Say("%s: %v", a.Tool, err)
+			return runner.Result{Outcome: runner.StartFailed, Err: err}, "model not available"
+		}
+	}
+	real, status := c.Target(ctx, tool)
+	if status != 0 {
+		return runner.Result{Outcome: runner.StartFailed, Err: fmt.Errorf("%s cannot be healed", a.Tool)}, "binary missing and not healed"
+	}
+	spec := c.spec(tool, real, append([]string{real}, a.Args...), c.childEnv(tool))
+	spec.PTY = false // stdout must stay apart from the logs: it is the answer, checked and cached
+	spec.Capture = true
+	spec.Budget = a.Budget
+	spec.Stdout = live
+	res := runner.Run(ctx, spec)
+	c.report(name, n, res, spec)
+	switch {
+	case res.Outcome == runner.Exited && res.Code == 0 && res.StdoutN == 0:
+		return res, "exit 0 with nothing on stdout"
+	case res.Outcome == runner.Exited && res.Code == 0:
+		return res, ""
+	case res.Outcome == runner.Exited:
+		return res, "exit " + strconv.Itoa(res.Code)
+	case res.Outcome == runner.TimedOut:
+		return res, "timeout (budget " + secs(a.Budget) + ")"
+	case res.Outcome == runner.Stalled:
+		return res, "stalled"
+	case res.Outcome == runner.PromptKilled:
+		return res, "waited at a prompt " + strconv.Quote(res.Prompt)
+	case res.Outcome == runner.Signaled, res.Outcome == runner.Interrupted:
+		return res, "killed by signal " + strconv.Itoa(int(res.Signal))
+	}
+	return res, res.Outcome.String()
+}
+
+// laterCanRun reports whether an attempt after i exists, so attempt i's
+// output must be held back until it is known to be good.
+func laterCanRun(attempts []shims.Attempt, i int) bool { return i < len(attempts)-1 }
+
+// direct runs the tool with nothing added: resolve, heal, exec. A caller
+// that needs the answer back gets exit 2 instead, since guard cannot read
+// the call.
+func (c *Config) direct(ctx context.Context, tool *manifest.Tool, args []string, o *llamaIO) int {
+	if o.NoDirect {
+		c.Say("%s: cannot plan this call: %s", tool.Name, strings.Join(args, " "))
+		return 2
+	}
+	real, status := c.Target(ctx, tool)
+	if status != 0 {
+		return status
+	}
+	err := runner.Exec(real, append([]string{real}, args...), c.childEnv(tool))
+	c.Say("%s: %v", tool.Name, err)
+	return runner.StartStatus(err)
+}
+
+func parseLlama(tool string, args []string) (shims.LlamaCall, error) {
+	if tool == shims.LlamaSimple {
+		return shims.ParseSimple(args)
+	}
+	return shims.ParseCompletion(args)
+}
+
+// modelInfo is the plan's view of the call's model and its timeout fallback.
+func (c *Config) modelInfo(path string) shims.ModelInfo {
+	info := shims.ModelInfo{Path: path}
+	m := c.M.ModelByFile(filepath.Base(path))
+	if path == "" || m == nil {
+		return info
+	}
+	info.Base, info.TPS = m.Budget.Base.D(), m.Budget.TokensPerSecond
+	if fb := c.M.FallbackModel(m); fb != nil && fb != m {
+		// The fallback lives beside the call's model: the folder the agent
+		// uses is the one that has room and survives.
+		info.FallbackPath = filepath.Join(filepath.Dir(path), fb.File)
+		info.FallbackBase, info.FallbackTPS = fb.Budget.Base.D(), fb.Budget.TokensPerSecond
+	}
+	return info
+}
+
+func (c *Config) capFor() time.Duration {
+	if d := timeoutOverride(); d > 0 {
+		return d
+	}
+	if d := c.M.Budget.Cap.D(); d > 0 {
+		return d
+	}
+	return shims.DefaultCap
+}
+
+// timeoutOverride reads GUARD_TIMEOUT: a Go duration ("90s") or seconds.
+func timeoutOverride() time.Duration {
+	v := os.Getenv("GUARD_TIMEOUT")
+	if v == "" {
+		return 0
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d
+	}
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n > 0 {
+		return time.Duration(n * float64(time.Second))
+	}
+	return 0
+}
+
+// cacheKey returns the prompt-cache key of the call's first attempt and the
+// store, or a nil store when caching is off for this call.
+func (c *Config) cacheKey(tool *manifest.Tool, first shims.Attempt, fileText string) (string, *cache.Store) {
+	if os.Getenv("GUARD_CACHE") == "off" || (tool.Cache != nil && !*tool.Cache) || first.Model == "" {
+		return "", nil
+	}
+	var pinned string
+	if m := c.M.ModelByFile(filepath.Base(first.Model)); m != nil {
+		pinned = m.SHA256
+	}
+	id, err := cache.ModelID(first.Model, pinned)
+	if err != nil {
+		return "", nil
+	}
+	args := make([]string, len(first.Args))
+	for i, a := range first.Args {
+		if a == first.Model {
+			a = "model:" + id // the same model anywhere on disk is the same answer
+		}
+		args[i] = a
+	}
+	in := cache.KeyInput{Tool: first.Tool, ModelID: id, Args: args}
+	if fileText != "" {
+		in.FileText = []byte(fileText)
+	}
+	return cache.Key(in), c.cacheStore()
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
