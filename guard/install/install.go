@@ -45,8 +45,12 @@ type Report struct {
 	Skipped []string
 }
 
-func (r *Report) did(format string, a ...any)  { r.Changes = append(r.Changes, fmt.Sprintf(format, a...)) }
-func (r *Report) skip(format string, a ...any) { r.Skipped = append(r.Skipped, fmt.Sprintf(format, a...)) }
+func (r *Report) did(format string, a ...any) {
+	r.Changes = append(r.Changes, fmt.Sprintf(format, a...))
+}
+func (r *Report) skip(format string, a ...any) {
+	r.Skipped = append(r.Skipped, fmt.Sprintf(format, a...))
+}
 
 // Install does every step; it stops at the first error, having said what it
 // had done by then in the report.
