@@ -1,0 +1,128 @@
+package fetch
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// HTTPError is a status a server answered instead of the file. Hint says
+// what to do about it.
+type HTTPError struct {
+	URL        string
+	Status     int
+	Hint       string
+	RetryAfter time.Duration // from a 429 or 503 Retry-After header
+}
+
+func (e *HTTPError) Error() string {
+	s := fmt.Sprintf("%s: %d %s", e.URL, e.Status, strings.ToLower(http.StatusText(e.Status)))
+	if e.Hint != "" {
+		s += ": " + e.Hint
+	}
+	return s
+}
+
+// Temporary reports whether the same URL may answer differently later.
+func (e *HTTPError) Temporary() bool {
+	return e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests || e.Status >= 500
+}
+
+// MismatchError says a source serves something other than what the
+// manifest pins: a different size or sha256. It is a manifest problem, so
+// Fetch does not retry it.
+type MismatchError struct {
+	URL  string
+	What string // "size" or "sha256"
+	Want string // the manifest's figure
+	Got  string // the source's figure
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("%s serves a file whose %s is %s, but the manifest says %s: "+
+		"the manifest or the url is wrong; if this file is the one you want, record it with `guard manifest pin`",
+		e.URL, e.What, e.Got, e.Want)
+}
+
+// ErrNoSpace is matched (errors.Is) by every out-of-space failure.
+var ErrNoSpace = errors.New("no space left on device")
+
+// SpaceError is a download that does not fit on its file system.
+type SpaceError struct {
+	Dir  string
+	Need int64 // bytes still to write; 0 = unknown (no size in the manifest)
+}
+
+func (e *SpaceError) Error() string {
+	if e.Need <= 0 {
+		return fmt.Sprintf("no space left on device in %s: free some space and heal again", e.Dir)
+	}
+	return fmt.Sprintf("no space left on device in %s: need %d more bytes (%.1f MB); free some space and heal again",
+		e.Dir, e.Need, float64(e.Need)/1e6)
+}
+
+// Is makes errors.Is(err, ErrNoSpace) true.
+func (e *SpaceError) Is(target error) bool { return target == ErrNoSpace }
+
+// BodyError is a response that is an error page (HTML, JSON, "Entry not
+// found", a Git-LFS pointer) or not a GGUF file where one was expected.
+type BodyError struct {
+	URL string
+	Err error
+}
+
+func (e *BodyError) Error() string {
+	return fmt.Sprintf("%s sent %v", e.URL, e.Err)
+}
+
+func (e *BodyError) Unwrap() error { return e.Err }
+
+// StallError is a response that sent no bytes for After: treated as a
+// dropped connection, retried and resumed.
+type StallError struct {
+	URL   string
+	After time.Duration
+}
+
+func (e *StallError) Error() string {
+	return fmt.Sprintf("%s: no data for %s; the connection is treated as dropped", e.URL, e.After)
+}
+
+// restartError ends an attempt whose partial file was discarded (a 416, a
+// 206 at the wrong offset, a resumed file that hashed wrong): the next
+// attempt starts over at once, without a back-off.
+type restartError struct{ reason string }
+
+func (e *restartError) Error() string { return e.reason }
+
+// fatalError ends the whole Fetch: trying another URL cannot help (the
+// disk, the partial file).
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+// shortError is a body that ended cleanly before the expected size: a
+// connection closed by a server or proxy that sent no length.
+type shortError struct {
+	url       string
+	got, want int64
+}
+
+func (e *shortError) Error() string {
+	return fmt.Sprintf("%s: connection closed after %d of %d bytes", e.url, e.got, e.want)
+}
+
+// netError is a failure of the connection itself (refused, reset, a body
+// cut short): worth a retry, and a resume.
+type netError struct{ err error }
+
+func (e *netError) Error() string { return e.err.Error() }
+func (e *netError) Unwrap() error { return e.err }
+
+func isNetError(err error) bool {
+	var n *netError
+	return errors.As(err, &n)
+}
