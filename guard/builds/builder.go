@@ -1,0 +1,263 @@
+// Package builds heals evicted binaries: it checks cheaply that a binary and
+// the shared libraries it loads are all there (CheckBinary), rebuilds it from
+// its manifest recipe under a per-build lock when they are not (Builder.Build),
+// installs the Debian packages a recipe needs, and tells whether a tool's
+// credentials are present (CheckAuth).
+//
+// A rebuild is visible (a progress line on stderr, the full output in
+// STATE/builds/NAME.log) and bounded (the heal timeout kills the step's whole
+// process group, SIGTERM first so make and the compiler can remove half
+// written objects that would poison the next build). Steps are argv lists
+// run without a shell. Success is decided by checking the target again, not
+// by the steps' exit status alone.
+package builds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/lock"
+	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/manifest"
+)
+
+// Builder rebuilds binaries and installs packages for one guard call.
+type Builder struct {
+	StateDir    string              // locks/, stamps/ and builds/<name>.log below it
+	Log         func(heallog.Event) // heal events; nil drops them
+	Stderr      io.Writer           // progress and notices; nil discards
+	Packages    map[string]string   // command -> Debian package (manifest [packages])
+	HealTimeout time.Duration       // bound on a build or install, lock wait included; 0 = none
+	Env         []string            // base environment for steps; nil = os.Environ()
+}
+
+// StampDir is where CheckBinary stamps live; callers checking a binary on the
+// fast path should pass the same folder.
+func (b *Builder) StampDir() string {
+	return filepath.Join(b.StateDir, "stamps")
+}
+
+// LogPath is the build log of the recipe named name.
+func (b *Builder) LogPath(name string) string {
+	return filepath.Join(b.StateDir, "builds", safeName(name)+".log")
+}
+
+// Build makes target healthy by running rec. It takes the build's lock,
+// checks the target again (another process may have rebuilt it meanwhile),
+// installs missing commands the recipe needs, clones the sources when their
+// folder is gone and the recipe names a repo, then runs each step in rec.Dir.
+// It succeeds only when target then passes CheckBinary; otherwise the error
+// is a *BuildError naming the step, its status and the log. An empty target
+// means "run the recipe": the steps' status alone decides.
+func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, target string) error {
+	if rec == nil {
+		return errors.New("build: no recipe")
+	}
+	if b.StateDir == "" {
+		return errors.New("build: no state folder set")
+	}
+	name := safeName(rec.Name)
+	if len(rec.Steps) == 0 {
+		return fmt.Errorf("build %s: the recipe has no steps", name)
+	}
+	if rec.Dir == "" {
+		return fmt.Errorf("build %s: the recipe has no dir", name)
+	}
+	limit := b.HealTimeout
+	if rec.Timeout > 0 {
+		limit = rec.Timeout.D()
+	}
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	lockPath := filepath.Join(b.StateDir, "locks", "build-"+name+".lock")
+	held, err := lock.Acquire(ctx, lockPath, func() {
+		fmt.Fprintf(b.stderr(), "guard: another process is building %s; waiting\n", name)
+		b.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: name, Reason: "build"})
+	})
+	if err != nil {
+		return fmt.Errorf("wait for build %s: %w", name, err)
+	}
+	defer held.Release()
+
+	reason := "requested"
+	if target != "" {
+		h := CheckBinary(target, b.StampDir())
+		if h.OK {
+			return nil
+		}
+		reason = h.Reason
+	}
+	start := time.Now()
+	err = b.rebuild(ctx, tool, name, rec, target, reason, limit)
+	result := "ok"
+	level := "info"
+	if err != nil {
+		result, level = "failed", "error"
+		if errors.Is(err, context.DeadlineExceeded) {
+			result = "timeout"
+		}
+	}
+	b.event(heallog.Event{
+		Level: level, Event: "binary.rebuild", Tool: tool, Target: target,
+		Reason: reason, Result: result, DurationMS: time.Since(start).Milliseconds(),
+	})
+	return err
+}
+
+func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.Build, target, reason string, limit time.Duration) error {
+	if err := b.EnsureCommands(ctx, tool, rec.Needs); err != nil {
+		return fmt.Errorf("build %s: %w", name, err)
+	}
+	logPath := b.LogPath(name)
+	logf, err := openLog(logPath)
+	if err != nil {
+		return fmt.Errorf("build %s: %w", name, err)
+	}
+	defer logf.Close()
+	what := target
+	if what == "" {
+		what = name
+	}
+	fmt.Fprintf(b.stderr(), "guard: rebuilding %s (%s: %s); log: %s\n", name, what, reason, logPath)
+	fmt.Fprintf(logf, "== guard: build %s at %s (%s: %s)\n", name, time.Now().Format(time.RFC3339), what, reason)
+
+	rep := progress.Start(b.stderr(), "building "+name, 0)
+	out := &tailWriter{w: logf}
+	start := time.Now()
+	fail := func(e *BuildError) error {
+		rep.Stop("")
+		e.Name, e.Log, e.Steps, e.Limit = name, logPath, len(rec.Steps), limit
+		if e.Last == "" {
+			e.Last = out.Last()
+		}
+		fmt.Fprintf(logf, "== guard: %s\n", e.Error())
+		return e
+	}
+
+	if _, err := os.Stat(rec.Dir); errors.Is(err, os.ErrNotExist) {
+		if err := b.clone(ctx, rec, out, rep); err != nil {
+			var be *BuildError
+			if errors.As(err, &be) {
+				return fail(be)
+			}
+			rep.Stop("")
+			fmt.Fprintf(logf, "== guard: %v\n", err)
+			return fmt.Errorf("build %s: %w", name, err)
+		}
+	}
+
+	env := b.stepEnv()
+	for i, step := range rec.Steps {
+		if len(step) == 0 {
+			return fail(&BuildError{Index: i + 1, Status: -1, Err: errors.New("empty step")})
+		}
+		out.SetPrefix(fmt.Sprintf("step %d/%d %s", i+1, len(rec.Steps), step[0]), rep)
+		fmt.Fprintf(logf, "$ %s\n", quoteArgv(step))
+		if err := b.run(ctx, step, rec.Dir, env, out); err != nil {
+			return fail(stepError(ctx, i+1, step, err))
+		}
+	}
+	if target != "" {
+		if h := CheckBinary(target, b.StampDir()); !h.OK {
+			return fail(&BuildError{Target: target, Reason: h.Reason, Status: -1})
+		}
+	}
+	took := time.Since(start).Round(100 * time.Millisecond)
+	fmt.Fprintf(logf, "== guard: build %s ok in %s\n", name, took)
+	rep.Stop(fmt.Sprintf("guard: rebuilt %s in %s", name, took))
+	return nil
+}
+
+// clone fetches the sources into rec.Dir, or explains how to.
+func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWriter, rep *progress.Reporter) error {
+	argv := []string{"git", "clone", "--depth", "1", rec.Repo, rec.Dir}
+	if rec.Repo == "" {
+		return fmt.Errorf("source folder %s is missing and the recipe names no repo; put the sources there", rec.Dir)
+	}
+	if _, ok := b.lookPath("git"); !ok {
+		return fmt.Errorf("source folder %s is missing and git is not installed; run: %s", rec.Dir, quoteArgv(argv))
+	}
+	if err := os.MkdirAll(filepath.Dir(rec.Dir), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(rec.Dir), err)
+	}
+	out.SetPrefix("cloning "+rec.Repo, rep)
+	fmt.Fprintf(out.w, "$ %s\n", quoteArgv(argv))
+	// A private or mistyped repo must fail, not wait for a password.
+	env := append(b.baseEnv(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=true", "SSH_ASKPASS=true")
+	if err := b.run(ctx, argv, filepath.Dir(rec.Dir), env, out); err != nil {
+		return stepError(ctx, 0, argv, err)
+	}
+	return nil
+}
+
+// stepEnv is the steps' environment: the base one, plus ccache as the
+// compiler launcher when it is installed, which turns a rebuild of evicted
+// objects from minutes into seconds (DESIGN §9).
+func (b *Builder) stepEnv() []string {
+	env := b.baseEnv()
+	if _, ok := b.lookPath("ccache"); ok {
+		for _, k := range []string{"CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER"} {
+			if lookupEnv(env, k) == "" {
+				env = append(env, k+"=ccache")
+			}
+		}
+	}
+	return env
+}
+
+func (b *Builder) baseEnv() []string {
+	if b.Env == nil {
+		return os.Environ()
+	}
+	return append([]string(nil), b.Env...)
+}
+
+func (b *Builder) stderr() io.Writer {
+	if b.Stderr == nil {
+		return io.Discard
+	}
+	return b.Stderr
+}
+
+func (b *Builder) event(e heallog.Event) {
+	if b.Log != nil {
+		b.Log(e)
+	}
+}
+
+// safeName keeps a recipe name usable as a file name.
+func safeName(name string) string {
+	name = strings.Map(func(r rune) rune {
+		if r == '/' || r == 0 || r == '\n' {
+			return '_'
+		}
+		return r
+	}, name)
+	if name == "" || name == "." || name == ".." {
+		return "build"
+	}
+	return name
+}
+
+// quoteArgv renders argv for a person to read or paste into a shell.
+func quoteArgv(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+			parts[i] = a
+			continue
+		}
+		parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,220 @@
+package builds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sandbox-guard/guard/guard/progress"
+)
+
+// killGrace is how long a step's process group has between SIGTERM and
+// SIGKILL once the heal timeout expires.
+var killGrace = 3 * time.Second
+
+// errNotFound marks a step whose command is not on PATH.
+var errNotFound = errors.New("command not found")
+
+// run executes argv in dir with env in its own process group, stdin empty,
+// stdout and stderr into out. When ctx ends the whole group gets SIGTERM,
+// then SIGKILL after killGrace, so no compiler outlives the build.
+func (b *Builder) run(ctx context.Context, argv []string, dir string, env []string, out io.Writer) error {
+	path := argv[0]
+	if !strings.Contains(path, "/") {
+		p, ok := lookPathIn(path, lookupEnv(env, "PATH"))
+		if !ok {
+			return fmt.Errorf("%s: %w", path, errNotFound)
+		}
+		path = p
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, path)
+	cmd.Args = append([]string(nil), argv...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var killer *time.Timer
+	var mu sync.Mutex
+	cmd.Cancel = func() error {
+		pid := cmd.Process.Pid
+		mu.Lock()
+		killer = time.AfterFunc(killGrace, func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+		mu.Unlock()
+		return syscall.Kill(-pid, syscall.SIGTERM)
+	}
+	// Bounds Wait when a grandchild keeps the output pipe open.
+	cmd.WaitDelay = killGrace + time.Second
+	err := cmd.Run()
+	mu.Lock()
+	if killer != nil {
+		killer.Stop()
+		// The leader is gone; finish off anything of its group that shrugged
+		// off SIGTERM (its pid is not reused while the group still exists).
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	mu.Unlock()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		return nil // exited 0; only a leftover grandchild held the pipe
+	}
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+// stepError turns a failed step into a *BuildError.
+func stepError(ctx context.Context, index int, argv []string, err error) *BuildError {
+	e := &BuildError{Index: index, Step: argv, Status: -1, Err: err}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		e.Status = exit.ExitCode()
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			e.Signal = ws.Signal()
+		}
+	}
+	if ctx.Err() != nil {
+		e.Err = ctx.Err()
+	}
+	return e
+}
+
+// lookPath finds name on the PATH of the builder's environment, so tests and
+// callers with their own Env see the same tools the steps will.
+func (b *Builder) lookPath(name string) (string, bool) {
+	return lookPathIn(name, lookupEnv(b.baseEnv(), "PATH"))
+}
+
+func lookPathIn(name, pathList string) (string, bool) {
+	for _, dir := range filepath.SplitList(pathList) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue // never run something from the current folder by accident
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// lookupEnv returns the last value of key in env, as the kernel's consumers do.
+func lookupEnv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// maxLogBytes is the size past which a build log is rotated to LOG.1 before
+// the next build appends to it.
+const maxLogBytes = 8 << 20
+
+func openLog(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create log folder: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > maxLogBytes {
+		_ = os.Rename(path, path+".1")
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open build log: %w", err)
+	}
+	return f, nil
+}
+
+// tailWriter copies a step's output to the log and keeps its last line for
+// the progress status and the error message.
+type tailWriter struct {
+	w io.Writer
+
+	mu      sync.Mutex
+	partial []byte
+	last    string
+	prefix  string
+	rep     *progress.Reporter
+}
+
+// SetPrefix starts a new step: the status becomes prefix plus its last line.
+func (t *tailWriter) SetPrefix(prefix string, rep *progress.Reporter) {
+	t.mu.Lock()
+	t.prefix, t.rep, t.partial, t.last = prefix, rep, t.partial[:0], ""
+	t.mu.Unlock()
+	rep.SetStatus(prefix)
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.partial = append(t.partial, p...)
+	if i := lastLineEnd(t.partial); i >= 0 {
+		if line := lastLine(t.partial[:i]); line != "" {
+			t.last = line
+			if t.rep != nil {
+				t.rep.SetStatus(t.prefix + ": " + clip(line, 100))
+			}
+		}
+		t.partial = append(t.partial[:0], t.partial[i+1:]...)
+	}
+	if len(t.partial) > 4096 { // a huge unterminated line: keep the memory bounded
+		t.partial = t.partial[len(t.partial)-1024:]
+	}
+	return n, err
+}
+
+// Last is the last non-empty line seen.
+func (t *tailWriter) Last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := strings.TrimSpace(string(t.partial)); s != "" {
+		return s
+	}
+	return t.last
+}
+
+func lastLineEnd(b []byte) int {
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == '\n' || b[i] == '\r' {
+			return i
+		}
+	}
+	return -1
+}
+
+// lastLine is the last non-blank line of b (lines end in \n or \r).
+func lastLine(b []byte) string {
+	lines := strings.FieldsFunc(string(b), func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := len(lines) - 1; i >= 0; i-- {
+		if s := strings.TrimSpace(lines[i]); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
