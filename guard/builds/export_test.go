@@ -1,0 +1,22 @@
+package builds
+
+import "time"
+
+// SlowChecks is how many full ELF inspections CheckBinary has done.
+func SlowChecks() int64 { return slowChecks.Load() }
+
+// SetGeteuid makes the package believe it runs as uid; the result restores.
+func SetGeteuid(uid int) (restore func()) {
+	old := geteuid
+	geteuid = func() int { return uid }
+	return func() { geteuid = old }
+}
+
+// SetKillGrace shortens the SIGTERM to SIGKILL grace for tests.
+func SetKillGrace(d time.Duration) (restore func()) {
+	old := killGrace
+	killGrace = d
+	return func() { killGrace = old }
+}
+
+var ParseLDConf = parseLDConf

@@ -1,0 +1,170 @@
+package builds_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/builds"
+)
+
+// copyFixtureBin copies the built programs (and the library unless
+// withoutLib) into a fresh folder; $ORIGIN keeps them linked there.
+func copyFixtureBin(t *testing.T, withoutLib bool) string {
+	t.Helper()
+	bin := builtFixtureBin(t)
+	dir := t.TempDir()
+	for _, name := range []string{"llama-completion", "llama-simple", "libfixture.so"} {
+		if withoutLib && name == "libfixture.so" {
+			continue
+		}
+		if err := copyFile(filepath.Join(bin, name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestCheckBinary(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script")
+	writeFile(t, script, "#!/bin/sh\necho hi\n", 0o755)
+	plain := filepath.Join(dir, "plain")
+	writeFile(t, plain, "#!/bin/sh\necho hi\n", 0o644)
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(dir, "nowhere"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	good := copyFixtureBin(t, false)
+	noLib := copyFixtureBin(t, true)
+	linked := filepath.Join(dir, "linked-llama-simple")
+	if err := os.Symlink(filepath.Join(good, "llama-simple"), linked); err != nil {
+		t.Fatal(err)
+	}
+	elfBytes, err := os.ReadFile(filepath.Join(good, "llama-simple"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(dir, "truncated")
+	writeFile(t, truncated, string(elfBytes[:200]), 0o755)
+	static := filepath.Join(dir, "static")
+	writeFile(t, filepath.Join(dir, "static.c"), "int main(void) { return 0; }\n", 0o644)
+	if out, err := exec.Command("cc", "-static", "-o", static, filepath.Join(dir, "static.c")).CombinedOutput(); err != nil {
+		t.Fatalf("cc -static: %v\n%s", err, out)
+	}
+
+	tests := []struct {
+		name    string
+		path    string
+		ok      bool
+		reason  string // prefix
+		missing []string
+	}{
+		{"missing", filepath.Join(dir, "nope"), false, "missing", nil},
+		{"dangling symlink", dangling, false, "missing", nil},
+		{"folder", dir, false, "not a regular file", nil},
+		{"not executable", plain, false, "not executable", nil},
+		{"script", script, true, "", nil},
+		{"system elf", "/bin/ls", true, "", nil},
+		{"static elf", static, true, "", nil},
+		{"elf with its libs", filepath.Join(good, "llama-completion"), true, "", nil},
+		{"symlink to elf ($ORIGIN is the real folder)", linked, true, "", nil},
+		{"elf without its lib", filepath.Join(noLib, "llama-simple"), false, "missing library libfixture.so", []string{"libfixture.so"}},
+		{"truncated elf", truncated, false, "corrupt binary", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, stamps := range []string{"", t.TempDir()} {
+				h := builds.CheckBinary(tt.path, stamps)
+				if h.OK != tt.ok || !strings.HasPrefix(h.Reason, tt.reason) || !slices.Equal(h.Missing, tt.missing) {
+					t.Errorf("CheckBinary(%s, stamps=%q) = %+v; want ok=%v reason %q missing %v", tt.path, stamps, h, tt.ok, tt.reason, tt.missing)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckBinaryStamp(t *testing.T) {
+	good := copyFixtureBin(t, false)
+	bin := filepath.Join(good, "llama-completion")
+	stamps := t.TempDir()
+
+	before := builds.SlowChecks()
+	if h := builds.CheckBinary(bin, stamps); !h.OK {
+		t.Fatalf("first check: %+v", h)
+	}
+	if entries, _ := os.ReadDir(stamps); len(entries) != 1 {
+		t.Fatalf("want one stamp, got %v", entries)
+	}
+	for range 3 {
+		if h := builds.CheckBinary(bin, stamps); !h.OK {
+			t.Fatalf("stamped check: %+v", h)
+		}
+	}
+	if n := builds.SlowChecks() - before; n != 1 {
+		t.Fatalf("full inspections = %d; want 1 (the stamp was not reused)", n)
+	}
+
+	// A rebuilt binary (new mtime) is inspected again.
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(bin, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if h := builds.CheckBinary(bin, stamps); !h.OK {
+		t.Fatalf("after touch: %+v", h)
+	}
+	if n := builds.SlowChecks() - before; n != 2 {
+		t.Fatalf("full inspections = %d; want 2 (a changed binary must invalidate the stamp)", n)
+	}
+
+	// An evicted library is caught by the stamp's stat and named.
+	if err := os.Remove(filepath.Join(good, "libfixture.so")); err != nil {
+		t.Fatal(err)
+	}
+	h := builds.CheckBinary(bin, stamps)
+	if h.OK || h.Reason != "missing library libfixture.so" {
+		t.Fatalf("after library eviction: %+v", h)
+	}
+	// Unhealthy results are never stamped.
+	if h := builds.CheckBinary(bin, stamps); h.OK {
+		t.Fatalf("second check after eviction: %+v", h)
+	}
+}
+
+func TestCheckBinaryReplacedBinary(t *testing.T) {
+	good := copyFixtureBin(t, false)
+	bin := filepath.Join(good, "llama-completion")
+	stamps := t.TempDir()
+	if h := builds.CheckBinary(bin, stamps); !h.OK {
+		t.Fatal(h)
+	}
+	// Same path, new content: a truncated copy must not pass on the old stamp.
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, bin, string(data[:100]), 0o755)
+	if h := builds.CheckBinary(bin, stamps); h.OK {
+		t.Fatalf("truncated replacement passed: %+v", h)
+	}
+}
+
+func TestParseLDConf(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ld.so.conf"), "# comment\ninclude conf.d/*.conf\n/opt/a/lib # trailing\nhwcap 0 nosegneg\n", 0o644)
+	writeFile(t, filepath.Join(dir, "conf.d", "x.conf"), "/opt/x:/opt/y\n\n", 0o644)
+	writeFile(t, filepath.Join(dir, "conf.d", "loop.conf"), "include "+filepath.Join(dir, "ld.so.conf")+"\n", 0o644)
+	got := builds.ParseLDConf(filepath.Join(dir, "ld.so.conf"), 0)
+	for _, want := range []string{"/opt/a/lib", "/opt/x", "/opt/y"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("ParseLDConf = %v; missing %s", got, want)
+		}
+	}
+}
