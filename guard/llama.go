@@ -117,7 +117,7 @@ func (c *Config) runAttempts(ctx context.Context, name string, attempts []shims.
 			c.Event(heallog.Event{Level: "warn", Event: "fallback", Tool: name, Target: a.Tool + " " + filepath.Base(a.Model), Reason: after.String(), Attempt: ran})
 			c.Say("%s: trying %s with %s (%s)", name, a.Tool, filepath.Base(a.Model), after)
 			if len(a.Dropped) > 0 {
-				c.Event(heallog.Event{Event: "fallback", Tool: a.Tool, Reason: "dropped flags llama-simple would read as prompt text: " + strings.Join(a.Dropped, " "), Attempt: ran})
+				c.Event(heallog.Event{Event: "fallback", Tool: a.Tool, Reason: "flags this attempt cannot pass on: " + strings.Join(a.Dropped, " "), Attempt: ran})
 			}
 		}
 		var live io.Writer

@@ -31,13 +31,18 @@ func TestScripts(t *testing.T) {
 		Dir:                 filepath.Join("..", "..", "testdata", "script"),
 		RequireExplicitExec: true,
 		Setup:               setup,
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"waitfile": cmdWaitFile,
-			"pidgone":  cmdPidGone,
-			"exits":    cmdExits,
-			"signalbg": cmdSignalBg,
-		},
+		Cmds:                scriptCmds,
 	})
+}
+
+// scriptCmds are the custom testscript commands; other _test files add
+// their own in init.
+var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
+	"waitfile": cmdWaitFile,
+	"pidgone":  cmdPidGone,
+	"exits":    cmdExits,
+	"signalbg": cmdSignalBg,
+	"gguf":     cmdGGUF,
 }
 
 // setup gives every script its own HOME, state, shim folder and log, so no
@@ -103,6 +108,24 @@ func cmdSignalBg(ts *testscript.TestScript, neg bool, args []string) {
 			cmd.Process.Signal(sigs[args[0]])
 		}
 	}
+}
+
+// gguf PATH SIZE: write a small valid GGUF file (magic, version 3) of
+// exactly SIZE bytes, like a model the manifest pins.
+func cmdGGUF(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: gguf PATH SIZE")
+	}
+	size, err := strconv.Atoi(args[1])
+	if err != nil || size < 8 {
+		ts.Fatalf("gguf: bad size %q", args[1])
+	}
+	data := make([]byte, size)
+	copy(data, "GGUF\x03\x00\x00\x00")
+	for i := 8; i < size; i++ {
+		data[i] = byte(i * 7)
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), data, 0o644))
 }
 
 // waitfile PATH [SECONDS]: wait until PATH exists (default 10 s).
