@@ -86,7 +86,7 @@ type Model struct {
 	SHA256   string      `toml:"sha256,omitempty"`
 	URLs     []string    `toml:"urls,omitempty"` // tried in order; the remote name may differ from File
 	Role     string      `toml:"role,omitempty"`
-	Budget   ModelBudget `toml:"budget"`
+	Budget   ModelBudget `toml:"budget,omitempty"`
 	Fallback string      `toml:"fallback,omitempty"` // role or file used after a timeout
 }
 

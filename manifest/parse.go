@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -82,15 +83,15 @@ func Parse(source string, data []byte, home string) (*Manifest, error) {
 // zero value means "not set": a cap, heal or grace of zero would make every
 // call or heal fail at once, which nobody means to write.
 func (m *Manifest) fill() {
-	m.Log = cmpOr(m.Log, DefaultLog)
-	m.ShimDir = cmpOr(m.ShimDir, DefaultShimDir)
-	m.ModelsDir = cmpOr(m.ModelsDir, DefaultModelsDir)
-	m.StateDir = cmpOr(m.StateDir, DefaultStateDir)
-	m.Budget.Cap = cmpOr(m.Budget.Cap, DefaultCap)
-	m.Budget.Heal = cmpOr(m.Budget.Heal, DefaultHeal)
-	m.Budget.Grace = cmpOr(m.Budget.Grace, DefaultGrace)
-	m.Swarm.LightWords = cmpOr(m.Swarm.LightWords, DefaultLightWords)
-	m.Cache.MaxBytes = cmpOr(m.Cache.MaxBytes, DefaultCacheBytes)
+	m.Log = cmp.Or(m.Log, DefaultLog)
+	m.ShimDir = cmp.Or(m.ShimDir, DefaultShimDir)
+	m.ModelsDir = cmp.Or(m.ModelsDir, DefaultModelsDir)
+	m.StateDir = cmp.Or(m.StateDir, DefaultStateDir)
+	m.Budget.Cap = cmp.Or(m.Budget.Cap, DefaultCap)
+	m.Budget.Heal = cmp.Or(m.Budget.Heal, DefaultHeal)
+	m.Budget.Grace = cmp.Or(m.Budget.Grace, DefaultGrace)
+	m.Swarm.LightWords = cmp.Or(m.Swarm.LightWords, DefaultLightWords)
+	m.Cache.MaxBytes = cmp.Or(m.Cache.MaxBytes, DefaultCacheBytes)
 	heal := m.Budget.Heal
 	if heal < 0 { // reported under budget.heal; do not repeat it for each build
 		heal = DefaultHeal
@@ -101,7 +102,7 @@ func (m *Manifest) fill() {
 			m.Builds[name] = b
 		}
 		b.Name = name
-		b.Timeout = cmpOr(b.Timeout, heal)
+		b.Timeout = cmp.Or(b.Timeout, heal)
 	}
 	for name, t := range m.Tools {
 		if t == nil {
@@ -122,16 +123,6 @@ func (m *Manifest) fill() {
 			m.Models[i] = new(Model)
 		}
 	}
-}
-
-// cmpOr is cmp.Or for one value and its default, spelled out so the
-// defaults above read as pairs.
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // expand replaces a leading "~" in every path with home. With home ""
