@@ -1,0 +1,162 @@
+package runner
+
+import (
+	"io"
+	"sync"
+	"time"
+)
+
+// stream names one of the child's output streams. Under a pty there is only
+// one: everything arrives as outStream.
+type stream int
+
+const (
+	outStream stream = iota
+	errStream
+	numStreams
+)
+
+// tailSize bounds what is kept of each stream for prompt detection: a prompt
+// is one line, and a longer unfinished line is not a question anyone reads.
+const tailSize = 1024
+
+// watcher sees every byte the child writes, on any goroutine, and keeps what
+// the watchdogs and the Result need: when output last came, when it last
+// made progress, the end of each stream, and the captured stdout.
+type watcher struct {
+	mu           sync.Mutex
+	lastOutput   time.Time
+	lastProgress time.Time
+	seq          int64 // bytes seen on all streams
+	checkedSeq   int64 // seq at the last prompt check
+	last         stream
+	streams      [numStreams]streamState
+	capture      bool
+	captured     []byte
+}
+
+type streamState struct {
+	meter      progressMeter
+	tail       []byte
+	n          int64 // bytes seen on this stream
+	answeredAt int64 // n when a prompt on this stream was last answered
+}
+
+func newWatcher(began time.Time, capture bool) *watcher {
+	w := &watcher{lastOutput: began, lastProgress: began, capture: capture}
+	for i := range w.streams {
+		w.streams[i].answeredAt = -1
+	}
+	return w
+}
+
+func (w *watcher) observe(st stream, p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := &w.streams[st]
+	s.n += int64(len(p))
+	w.seq += int64(len(p))
+	w.last = st
+	w.lastOutput = now
+	if s.meter.feed(p) {
+		w.lastProgress = now
+	}
+	s.tail = appendTail(s.tail, p)
+	if st == outStream && w.capture {
+		w.captured = append(w.captured, p...)
+	}
+}
+
+func appendTail(tail, p []byte) []byte {
+	if len(p) >= tailSize {
+		return append(tail[:0], p[len(p)-tailSize:]...)
+	}
+	if over := len(tail) + len(p) - tailSize; over > 0 {
+		tail = append(tail[:0], tail[over:]...)
+	}
+	return append(tail, p...)
+}
+
+// sinceProgress reports how long the output has not advanced.
+func (w *watcher) sinceProgress(now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return now.Sub(w.lastProgress)
+}
+
+// promptFound is a prompt seen at the end of one stream.
+type promptFound struct {
+	text   string
+	kind   promptKind
+	stream stream
+	at     int64 // the stream's byte count when it was seen
+}
+
+// prompt returns a prompt the child shows once output has been quiet for
+// quiet. Each state of the output is examined once, and a prompt already
+// answered is not returned again until that stream writes more.
+func (w *watcher) prompt(now time.Time, quiet time.Duration) (promptFound, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seq == 0 || w.seq == w.checkedSeq || now.Sub(w.lastOutput) < quiet {
+		return promptFound{}, false
+	}
+	w.checkedSeq = w.seq
+	// The stream written last is the likelier place of a question.
+	for _, st := range [...]stream{w.last, 1 - w.last} {
+		s := &w.streams[st]
+		if s.n == 0 || s.n == s.answeredAt {
+			continue
+		}
+		if text, kind := detectPrompt(s.sinceAnswer()); kind != noPrompt {
+			return promptFound{text: text, kind: kind, stream: st, at: s.n}, true
+		}
+	}
+	return promptFound{}, false
+}
+
+// sinceAnswer is the tail after the last answer. A pipe does not echo the
+// answer the way a terminal would, so the next question would otherwise seem
+// to continue the line of the one answered.
+func (s *streamState) sinceAnswer() []byte {
+	if s.answeredAt >= 0 {
+		if after := s.n - s.answeredAt; after < int64(len(s.tail)) {
+			return s.tail[int64(len(s.tail))-after:]
+		}
+	}
+	return s.tail
+}
+
+func (w *watcher) answered(f promptFound) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.streams[f.stream].answeredAt = f.at
+}
+
+// stdout returns the captured bytes and the count of bytes written to stdout.
+func (w *watcher) stdout() ([]byte, int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.captured, w.streams[outStream].n
+}
+
+// sink is the writer the child's stream goes through: observed first, then
+// passed on. A failed write to dst is returned, so that a closed stdout ends
+// the copy and the child sees a broken pipe, as it would without guard.
+type sink struct {
+	w   *watcher
+	st  stream
+	dst io.Writer
+}
+
+func (k sink) Write(p []byte) (int, error) {
+	k.w.observe(k.st, p)
+	if k.dst == nil {
+		return len(p), nil
+	}
+	return k.dst.Write(p)
+}

@@ -1,0 +1,97 @@
+package runner
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDetectPrompt(t *testing.T) {
+	for _, tc := range []struct {
+		tail string
+		text string
+		kind promptKind
+	}{
+		{"Need to install the following packages:\ncowsay@1.6.0\nOk to proceed? (y) ", "Ok to proceed? (y)", yesNoPrompt},
+		{"Do you want to continue? [Y/n] ", "Do you want to continue? [Y/n]", yesNoPrompt},
+		{"Overwrite? [y/N]", "Overwrite? [y/N]", yesNoPrompt},
+		{"Remove it? (y/N) ", "Remove it? (y/N)", yesNoPrompt},
+		{"Install? (Y/n): ", "Install? (Y/n):", yesNoPrompt},
+		{"Proceed (yes/no)? ", "Proceed (yes/no)?", yesNoPrompt},
+		{"\x1b[1mOk to proceed?\x1b[22m (y) ", "Ok to proceed? (y)", yesNoPrompt},
+		{"⠙ fetching\r\x1b[KOk to proceed? (y) ", "Ok to proceed? (y)", yesNoPrompt},
+		{"Password: ", "Password:", passwordPrompt},
+		{"[sudo] password for bob: ", "[sudo] password for bob:", passwordPrompt},
+		{"Enter passphrase for key '/root/.ssh/id_ed25519': ", "Enter passphrase for key '/root/.ssh/id_ed25519':", passwordPrompt},
+		{"PASSWORD (again) [y/N]: ", "PASSWORD (again) [y/N]:", passwordPrompt}, // never answered, even as yes/no
+		{"\x1b[32m?\x1b[39m \x1b[1mWhat is your project named?\x1b[22m › my-app", "? What is your project named? › my-app", inquirerPrompt},
+		{"? Would you like to use TypeScript? › No / Yes", "? Would you like to use TypeScript? › No / Yes", inquirerPrompt},
+		{"? Pick a template ❯ react", "? Pick a template ❯ react", inquirerPrompt},
+		// Not prompts.
+		{"", "", noPrompt},
+		{"Ok to proceed? (y)\n", "", noPrompt}, // a finished line: the tool went on
+		{"loading model (y) weights", "", noPrompt},
+		{"password reset done", "", noPrompt},
+		{"build: 45%", "", noPrompt},
+		{"\xff\xfe(y", "", noPrompt},
+	} {
+		text, kind := detectPrompt([]byte(tc.tail))
+		if text != tc.text || kind != tc.kind {
+			t.Errorf("detectPrompt(%q) = %q, %d; want %q, %d", tc.tail, text, kind, tc.text, tc.kind)
+		}
+	}
+}
+
+func TestYesReply(t *testing.T) {
+	for prompt, want := range map[string]string{
+		"Ok to proceed? (y)":                          "y\n",
+		"Continue? [Y/n]":                             "y\n",
+		"Proceed (yes/no)?":                           "yes\n",
+		"continue connecting (yes/no/[fingerprint])?": "yes\n",
+	} {
+		if got := yesReply(prompt, "\n"); got != want {
+			t.Errorf("yesReply(%q) = %q, want %q", prompt, got, want)
+		}
+	}
+	if got := yesReply("Ok to proceed? (y)", "\r"); got != "y\r" {
+		t.Errorf("on a terminal: %q", got)
+	}
+}
+
+func TestAnswerSplitsLineOfPipe(t *testing.T) {
+	w := newWatcher(time.Time{}, false)
+	w.observe(outStream, []byte("First? [y/N] "))
+	p, ok := w.prompt(time.Now(), 0)
+	if !ok || p.text != "First? [y/N]" {
+		t.Fatalf("first prompt: %+v %v", p, ok)
+	}
+	w.answered(p)
+	if _, ok := w.prompt(time.Now(), 0); ok {
+		t.Fatal("the same appearance was offered again")
+	}
+	w.observe(outStream, []byte("Second? [y/N] "))
+	if p, ok := w.prompt(time.Now(), 0); !ok || p.text != "Second? [y/N]" {
+		t.Fatalf("second prompt: %+v %v", p, ok)
+	}
+}
+
+func TestTailIsBounded(t *testing.T) {
+	w := newWatcher(time.Time{}, false)
+	for range 100 {
+		w.observe(errStream, []byte(strings.Repeat("x", 100)))
+	}
+	w.observe(errStream, []byte("\nPassword: "))
+	if n := len(w.streams[errStream].tail); n > tailSize {
+		t.Fatalf("tail holds %d bytes", n)
+	}
+	if p, ok := w.prompt(time.Now(), 0); !ok || p.kind != passwordPrompt || p.stream != errStream {
+		t.Fatalf("got %+v %v", p, ok)
+	}
+}
+
+func FuzzDetectPrompt(f *testing.F) {
+	f.Add([]byte("\x1b]0;t\x07? q › \x1b[Kx\r(y/n) "))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		detectPrompt(p) // must not panic on any input
+	})
+}

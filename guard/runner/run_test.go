@@ -1,0 +1,460 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestExitCodePassesThrough(t *testing.T) {
+	for _, code := range []int{0, 3, 42} {
+		script := writeScript(t, "exit "+itoa(code))
+		r := run(t, context.Background(), Spec{Path: script})
+		if r.Outcome != Exited || r.Code != code || r.Status() != code || r.Err != nil {
+			t.Errorf("exit %d: got %v code %d status %d err %v", code, r.Outcome, r.Code, r.Status(), r.Err)
+		}
+	}
+}
+
+func TestExitZeroWithoutOutputIsExited(t *testing.T) {
+	r := run(t, context.Background(), Spec{Path: "/bin/true", Capture: true})
+	if r.Outcome != Exited || r.Status() != 0 || r.StdoutN != 0 || len(r.Stdout) != 0 {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestDeathBySignal(t *testing.T) {
+	script := writeScript(t, "kill -KILL $$")
+	r := run(t, context.Background(), Spec{Path: script})
+	if r.Outcome != Signaled || r.Signal != syscall.SIGKILL || r.Status() != 128+9 {
+		t.Fatalf("got %v signal %v status %d", r.Outcome, r.Signal, r.Status())
+	}
+}
+
+func TestArgsEnvDirStdoutStderr(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, `echo "$1 $GUARD_TEST_VAR $(pwd)"; echo oops >&2`)
+	var out, errOut bytes.Buffer
+	r := run(t, context.Background(), Spec{
+		Path: script, Argv: []string{"tool", "arg1"}, Env: []string{"GUARD_TEST_VAR=v", "PATH=/usr/bin:/bin"},
+		Dir: dir, Stdout: &out, Stderr: &errOut, Capture: true,
+	})
+	want := "arg1 v " + dir + "\n"
+	if r.Status() != 0 || out.String() != want || string(r.Stdout) != want || r.StdoutN != int64(len(want)) {
+		t.Fatalf("status %d stdout %q captured %q n %d, want %q", r.Status(), out.String(), r.Stdout, r.StdoutN, want)
+	}
+	if errOut.String() != "oops\n" {
+		t.Fatalf("stderr %q", errOut.String())
+	}
+}
+
+func TestCaptureKeepsInvalidUTF8(t *testing.T) {
+	script := writeScript(t, `printf '\377\376abc\200\n'`)
+	var out bytes.Buffer
+	r := run(t, context.Background(), Spec{Path: script, Stdout: &out, Capture: true})
+	want := []byte{0xff, 0xfe, 'a', 'b', 'c', 0x80, '\n'}
+	if !bytes.Equal(r.Stdout, want) || !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("captured %q, passed on %q, want %q", r.Stdout, out.Bytes(), want)
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noShebang := filepath.Join(dir, "noshebang")
+	if err := os.WriteFile(noShebang, []byte("\x00\x01binary?"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path string
+		status     int
+	}{
+		{"missing", filepath.Join(dir, "missing"), 127},
+		{"not executable", plain, 126},
+		{"directory", dir, 126},
+		{"bad format", noShebang, 126},
+	} {
+		r := run(t, context.Background(), Spec{Path: tc.path})
+		if r.Outcome != StartFailed || r.Status() != tc.status || r.Err == nil {
+			t.Errorf("%s: got %v status %d err %v, want start failure %d", tc.name, r.Outcome, r.Status(), r.Err, tc.status)
+		}
+	}
+}
+
+// The budget ends the run, and the grandchild the tool started, which
+// ignores SIGTERM like the tool does, is dead afterwards too.
+func TestTimeoutKillsGrandchild(t *testing.T) {
+	// Orphans are re-parented to this process while the test runs, so that
+	// it can reap the dead grandchild: kill(pid, 0) then reports ESRCH
+	// instead of finding a zombie nobody reaps.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Skipf("no subreaper: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+	script := writeScript(t, `trap '' TERM
+sleep 1000 &
+echo $! > "$1"
+wait
+sleep 1000`)
+	// On a loaded machine the budget may run out before the script has
+	// started its grandchild; then there is nothing to check and the
+	// next attempt has a longer budget.
+	for budget := 200 * time.Millisecond; budget < 10*time.Second; budget *= 2 {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		r := run(t, context.Background(), Spec{
+			Path: script, Argv: []string{script, pidFile}, Budget: budget, Grace: 100 * time.Millisecond,
+		})
+		if r.Outcome != TimedOut || r.Status() != 124 {
+			t.Fatalf("got %v status %d err %v", r.Outcome, r.Status(), r.Err)
+		}
+		if r.Elapsed > budget+20*time.Second {
+			t.Fatalf("run took %v", r.Elapsed)
+		}
+		requireGroupGone(t, r.Pid)
+		b, err := os.ReadFile(pidFile)
+		if err != nil || len(b) == 0 {
+			t.Logf("budget %v ran out before the grandchild started", budget)
+			continue
+		}
+		requireDead(t, atoi(t, strings.TrimSpace(string(b))))
+		return
+	}
+	t.Skip("machine too loaded to start the script within the budgets tried")
+}
+
+func requireDead(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grandchild %d still alive", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A background process the tool leaves behind keeps its stdout pipe open;
+// that must not hold the call once the tool has exited.
+func TestLeftoverHoldingPipeDoesNotHoldRun(t *testing.T) {
+	script := writeScript(t, "sleep 1000 & echo done")
+	r := run(t, context.Background(), Spec{Path: script, Capture: true})
+	if r.Outcome != Exited || r.Status() != 0 || string(r.Stdout) != "done\n" {
+		t.Fatalf("got %v status %d stdout %q", r.Outcome, r.Status(), r.Stdout)
+	}
+	if r.Elapsed > 20*time.Second {
+		t.Fatalf("run took %v", r.Elapsed)
+	}
+}
+
+func TestContextDeadlineEndsRun(t *testing.T) {
+	script := writeScript(t, "sleep 1000")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	r := run(t, ctx, Spec{Path: script})
+	if r.Outcome != TimedOut || r.Status() != 124 || !errors.Is(r.Err, context.DeadlineExceeded) {
+		t.Fatalf("got %v status %d err %v", r.Outcome, r.Status(), r.Err)
+	}
+	requireGroupGone(t, r.Pid)
+
+	r = run(t, ctx, Spec{Path: script}) // already past the deadline: nothing starts
+	if r.Outcome != TimedOut || r.Pid != 0 {
+		t.Fatalf("expired context: got %v pid %d", r.Outcome, r.Pid)
+	}
+}
+
+// guard receives SIGTERM while a tool runs: the tool gets it (its trap
+// runs) and guard exits 128+15 like a shell would report.
+func TestForwardsSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	termFile, readyFile := filepath.Join(dir, "term"), filepath.Join(dir, "ready")
+	script := writeScript(t, `trap 'echo term > "`+termFile+`"; exit 0' TERM
+echo ready > "`+readyFile+`"
+while :; do sleep 0.05; done`)
+	cmd := exec.Command(os.Args[0], script)
+	cmd.Env = append(os.Environ(), helperEnv+"=run")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		killGroupMembers(cmd.Process.Pid)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitFile(t, readyFile)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("helper did not exit after SIGTERM")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 143 {
+		t.Fatalf("helper exit %d, want 143", code)
+	}
+	if got := waitFile(t, termFile); got != "term\n" {
+		t.Fatalf("trap wrote %q", got)
+	}
+}
+
+func TestExecReplacesProcess(t *testing.T) {
+	script := writeScript(t, `[ "$1" = from-exec ] || exit 1
+exit 7`)
+	cmd := exec.Command(os.Args[0], script)
+	cmd.Env = append(os.Environ(), helperEnv+"=exec")
+	err := cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 7 {
+		t.Fatalf("exit %d (%v), want 7", code, err)
+	}
+
+	missing := filepath.Join(t.TempDir(), "missing")
+	err = Exec(missing, nil, nil)
+	if !errors.Is(err, syscall.ENOENT) || StartStatus(err) != 127 || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Exec(missing) = %v", err)
+	}
+}
+
+func TestStallEndsSilentTool(t *testing.T) {
+	script := writeScript(t, "echo hi; sleep 1000")
+	r := run(t, context.Background(), Spec{Path: script, Stall: 200 * time.Millisecond, Capture: true})
+	if r.Outcome != Stalled || r.Status() != 124 || string(r.Stdout) != "hi\n" {
+		t.Fatalf("got %v status %d stdout %q", r.Outcome, r.Status(), r.Stdout)
+	}
+	requireGroupGone(t, r.Pid)
+}
+
+// stampWriter records when each write came.
+type stampWriter struct {
+	mu     sync.Mutex
+	stamps []time.Time
+}
+
+func (w *stampWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stamps = append(w.stamps, time.Now())
+	return len(p), nil
+}
+
+// longestGap is the longest time without output between start, each write
+// and end.
+func (w *stampWriter) longestGap(start, end time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var longest time.Duration
+	prev := start
+	for _, t := range append(w.stamps, end) {
+		longest = max(longest, t.Sub(prev))
+		prev = t
+	}
+	return longest
+}
+
+func TestSteadySlowOutputIsNotStall(t *testing.T) {
+	const stall = 300 * time.Millisecond
+	// The script prints a dot for each line the test feeds it every 50 ms
+	// for a second, with shell builtins only: a fork per dot can take
+	// longer than the stall period on a loaded machine.
+	script := writeScript(t, `while read x; do printf .; done`)
+	for attempt := 0; attempt < 3; attempt++ {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			defer w.Close()
+			for range 20 {
+				if _, err := w.WriteString("\n"); err != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+		out := &stampWriter{}
+		start := time.Now()
+		res := run(t, context.Background(), Spec{Path: script, Stdin: r, Stdout: out, Stall: stall})
+		end := time.Now()
+		r.Close()
+		if res.Outcome == Exited && res.Status() == 0 && res.StdoutN == 20 {
+			return
+		}
+		// A stall is only right if the output really paused that long,
+		// which a loaded machine can make happen: then try again.
+		gap := out.longestGap(start, end)
+		if res.Outcome != Stalled || gap < stall-50*time.Millisecond {
+			t.Fatalf("got %v status %d n %d, longest pause in output %v", res.Outcome, res.Status(), res.StdoutN, gap)
+		}
+		t.Logf("attempt %d: the output really paused for %v", attempt, gap)
+	}
+	t.Skip("machine too loaded to produce steady output")
+}
+
+func TestSpinnerIsNotProgress(t *testing.T) {
+	for _, stream := range []string{"", " >&2"} {
+		script := writeScript(t, `echo working
+while :; do
+  printf '\r|'`+stream+`; sleep 0.05
+  printf '\r/'`+stream+`; sleep 0.05
+  printf '\033[1G-'`+stream+`; sleep 0.05
+done`)
+		r := run(t, context.Background(), Spec{Path: script, Stall: 300 * time.Millisecond})
+		if r.Outcome != Stalled {
+			t.Fatalf("spinner%s: got %v status %d", stream, r.Outcome, r.Status())
+		}
+		requireGroupGone(t, r.Pid)
+	}
+}
+
+// openStdin gives the child a stdin that stays open, as an agent's would,
+// with input already written to it.
+func openStdin(t *testing.T, input string) *os.File {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	if _, err := w.WriteString(input); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func promptSpec(script string, stdin *os.File, policy Policy) Spec {
+	return Spec{
+		Path: script, Stdin: stdin, Capture: true, Prompts: policy,
+		PromptQuiet: 100 * time.Millisecond, Budget: 30 * time.Second,
+	}
+}
+
+func TestPromptAnswered(t *testing.T) {
+	for _, tc := range []struct{ prompt, want string }{
+		{"Ok to proceed? (y) ", "answer=y"},
+		{"Continue? [Y/n] ", "answer=y"},
+		{"Are you sure you want to continue connecting (yes/no/[fingerprint])? ", "answer=yes"},
+	} {
+		script := writeScript(t, `printf '`+tc.prompt+`'; read ans; echo "answer=$ans"`)
+		r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsAnswer))
+		if r.Outcome != Exited || r.Status() != 0 || !strings.Contains(string(r.Stdout), tc.want+"\n") {
+			t.Fatalf("%q: got %v status %d stdout %q", tc.prompt, r.Outcome, r.Status(), r.Stdout)
+		}
+		if len(r.Answered) != 1 || r.Answered[0] != strings.TrimSpace(tc.prompt) {
+			t.Fatalf("%q: answered %q", tc.prompt, r.Answered)
+		}
+	}
+}
+
+func TestPromptAnsweredOncePerAppearance(t *testing.T) {
+	// The first prompt is not read at once: the answer waits in the pipe
+	// and the same prompt must not be answered again meanwhile. The second
+	// is a new appearance.
+	script := writeScript(t, `printf 'First? [y/N] '; sleep 0.6; read a
+printf 'Second? [y/N] '; read b; echo "$a$b"`)
+	r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsAnswer))
+	if r.Status() != 0 || !strings.HasSuffix(string(r.Stdout), "yy\n") {
+		t.Fatalf("got %v status %d stdout %q", r.Outcome, r.Status(), r.Stdout)
+	}
+	if want := []string{"First? [y/N]", "Second? [y/N]"}; strings.Join(r.Answered, "|") != strings.Join(want, "|") {
+		t.Fatalf("answered %q, want %q", r.Answered, want)
+	}
+}
+
+func TestStdinCopiedUnderAnswerPolicy(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := w.WriteString("hello\nworld\n"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close() // the end of guard's stdin must reach the child, or cat never ends
+	script := writeScript(t, `read x; echo "got $x"; cat`)
+	res := run(t, context.Background(), promptSpec(script, r, PromptsAnswer))
+	if res.Status() != 0 || string(res.Stdout) != "got hello\nworld\n" {
+		t.Fatalf("got %v status %d stdout %q", res.Outcome, res.Status(), res.Stdout)
+	}
+}
+
+func TestPasswordPromptKilled(t *testing.T) {
+	script := writeScript(t, `printf 'Password: '; read pw; echo leaked`)
+	r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsAnswer))
+	if r.Outcome != PromptKilled || r.Status() != 124 || r.Prompt != "Password:" || len(r.Answered) != 0 {
+		t.Fatalf("got %v status %d prompt %q answered %q", r.Outcome, r.Status(), r.Prompt, r.Answered)
+	}
+	if strings.Contains(string(r.Stdout), "leaked") {
+		t.Fatalf("a password prompt was answered: %q", r.Stdout)
+	}
+	requireGroupGone(t, r.Pid)
+}
+
+func TestInquirerPromptKilled(t *testing.T) {
+	script := writeScript(t, `printf '\033[36m?\033[0m Project name \342\200\272 my-app'; read x`)
+	r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsAnswer))
+	if r.Outcome != PromptKilled || r.Prompt != "? Project name › my-app" {
+		t.Fatalf("got %v prompt %q", r.Outcome, r.Prompt)
+	}
+}
+
+func TestKillPolicy(t *testing.T) {
+	script := writeScript(t, `printf 'Need to install cowsay\nOk to proceed? (y) ' >&2; read x`)
+	r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsKill))
+	if r.Outcome != PromptKilled || r.Status() != 124 || r.Prompt != "Ok to proceed? (y)" {
+		t.Fatalf("got %v status %d prompt %q", r.Outcome, r.Status(), r.Prompt)
+	}
+	requireGroupGone(t, r.Pid)
+}
+
+func TestPTYChildSeesTerminal(t *testing.T) {
+	script := writeScript(t, `if [ -t 0 ] && [ -t 1 ] && [ -t 2 ]; then echo tty; else echo notty; fi
+echo err >&2`)
+	var out bytes.Buffer
+	r := run(t, context.Background(), Spec{Path: script, PTY: true, Capture: true, Stdout: &out})
+	if r.Outcome != Exited || r.Status() != 0 {
+		t.Fatalf("got %v status %d err %v", r.Outcome, r.Status(), r.Err)
+	}
+	// The terminal turns \n into \r\n, and stderr shares it.
+	if want := "tty\r\nerr\r\n"; string(r.Stdout) != want || out.String() != want || r.StdoutN != int64(len(want)) {
+		t.Fatalf("captured %q passed on %q, want %q", r.Stdout, out.String(), want)
+	}
+}
+
+func TestPTYPromptAnswered(t *testing.T) {
+	script := writeScript(t, `printf 'Ok to proceed? (y) '; read ans; echo "answer=$ans"`)
+	s := promptSpec(script, nil, PromptsAnswer)
+	s.PTY = true
+	r := run(t, context.Background(), s)
+	if r.Status() != 0 || !strings.Contains(string(r.Stdout), "answer=y\r\n") || len(r.Answered) != 1 {
+		t.Fatalf("got %v status %d stdout %q answered %q", r.Outcome, r.Status(), r.Stdout, r.Answered)
+	}
+}
+
+func TestPTYTimeoutKillsGroup(t *testing.T) {
+	script := writeScript(t, `trap '' TERM HUP; sleep 1000 & echo started; sleep 1000`)
+	r := run(t, context.Background(), Spec{Path: script, PTY: true, Budget: 200 * time.Millisecond, Grace: 100 * time.Millisecond})
+	if r.Outcome != TimedOut || r.Status() != 124 {
+		t.Fatalf("got %v status %d", r.Outcome, r.Status())
+	}
+	requireGroupGone(t, r.Pid)
+}
