@@ -80,7 +80,7 @@ func TestNoSpace(t *testing.T) {
 		size int64
 		want string
 	}{
-		{"size known", int64(len(data)), "need 1048576 more bytes"},
+		{"size known", int64(len(data)), "needs 1048576 more bytes (1.0 MB) and "},
 		{"size unknown", 0, "no space left on device in " + dir},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,6 +91,9 @@ func TestNoSpace(t *testing.T) {
 			var se *fetch.SpaceError
 			if !errors.Is(err, fetch.ErrNoSpace) || !errors.As(err, &se) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want ErrNoSpace saying %q", err, tt.want)
+			}
+			if se.Free < 0 || se.Free > 256<<10 {
+				t.Errorf("free = %d, want the tmpfs's few free bytes", se.Free)
 			}
 			mustNotExist(t, r.Dest, r.Dest+".partial", r.Dest+".partial.meta")
 		})

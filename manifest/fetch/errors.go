@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // HTTPError is a status a server answered instead of the file. Hint says
@@ -53,14 +55,28 @@ var ErrNoSpace = errors.New("no space left on device")
 type SpaceError struct {
 	Dir  string
 	Need int64 // bytes still to write; 0 = unknown (no size in the manifest)
+	Free int64 // bytes free for this user; -1 = unknown
 }
 
 func (e *SpaceError) Error() string {
-	if e.Need <= 0 {
-		return fmt.Sprintf("no space left on device in %s: free some space and heal again", e.Dir)
+	s := "no space left on device in " + e.Dir
+	if e.Need > 0 {
+		s += fmt.Sprintf(": the download needs %d more bytes (%.1f MB)", e.Need, float64(e.Need)/1e6)
+		if e.Free >= 0 {
+			s += fmt.Sprintf(" and %d are free", e.Free)
+		}
 	}
-	return fmt.Sprintf("no space left on device in %s: need %d more bytes (%.1f MB); free some space and heal again",
-		e.Dir, e.Need, float64(e.Need)/1e6)
+	return s + "; free some space and heal again"
+}
+
+// FreeSpace returns the bytes an unprivileged user may still write in dir,
+// or -1 when the file system does not say.
+func FreeSpace(dir string) int64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
 }
 
 // Is makes errors.Is(err, ErrNoSpace) true.

@@ -153,7 +153,8 @@ func (d *download) noSpace() error {
 	_ = os.Remove(d.partial + ".meta")
 	d.p.reset()
 	d.off, d.old = 0, 0
-	return &fatalError{&SpaceError{Dir: filepath.Dir(d.r.Dest), Need: need}}
+	dir := filepath.Dir(d.r.Dest)
+	return &fatalError{&SpaceError{Dir: dir, Need: need, Free: FreeSpace(dir)}}
 }
 
 // write appends b to the partial file and queues it to the hash; the pipe
