@@ -6,7 +6,9 @@
 #   bench/shim-overhead.sh            # from anywhere inside the repo
 #   BENCH_RUNS=500 bench/shim-overhead.sh
 #   BENCH_STAT=median bench/shim-overhead.sh  # ratios of medians (loaded box)
+#   BENCH_STAT=cpu bench/shim-overhead.sh     # ratios of user+system time
 #   BENCH_KEEP=1 bench/shim-overhead.sh   # keep the temp dir (json, csv)
+#   BENCH_LOOP=1 bench/shim-overhead.sh   # the bash loop even with hyperfine
 #
 # Uses hyperfine (apt-get install -y hyperfine) and falls back to a plain
 # bash loop timed with `date +%s%N` when it is missing.
@@ -15,10 +17,10 @@
 # the supervised path <= 1.25x.
 set -euo pipefail
 
-runs=${BENCH_RUNS:-200}    # per command, split over the rounds
+runs=${BENCH_RUNS:-120}    # per command, split over the rounds
 rounds=${BENCH_ROUNDS:-4}
 warmup=${BENCH_WARMUP:-5}  # per command and round
-stat=${BENCH_STAT:-mean}   # mean or median: what the ratios compare
+stat=${BENCH_STAT:-mean}   # mean, median or cpu: what the ratios compare
 exec_goal=1.10
 supervised_goal=1.25
 
@@ -117,9 +119,9 @@ modes="guard-plain=${mode[plain]:-} guard-npx=${mode[npx]:-} guard-slowtool=${mo
 # Rounds interleave the commands so a load change on a shared machine hits
 # every row alike instead of whichever command was running at the time.
 csv=$tmp/results.csv
-echo "round,command,mean,median" >"$csv"
+echo "round,command,mean,median,cpu" >"$csv"
 per_round=$(((runs + rounds - 1) / rounds))
-if command -v hyperfine >/dev/null; then
+if [[ -z ${BENCH_LOOP:-} ]] && command -v hyperfine >/dev/null; then
 	for ((round = 1; round <= rounds; round++)); do
 		args=(-N --warmup "$warmup" --runs "$per_round" --style none
 			--export-json "$tmp/round-$round.json" --export-csv "$tmp/round-$round.csv")
@@ -132,27 +134,31 @@ if command -v hyperfine >/dev/null; then
 			cat "$tmp/hyperfine.log" >&2
 			exit 1
 		fi
-		# hyperfine's csv: command,mean,stddev,median,... in seconds.
-		awk -F, -v r="$round" 'NR > 1 { print r "," $1 "," $2 "," $4 }' "$tmp/round-$round.csv" >>"$csv"
+		# hyperfine's csv: command,mean,stddev,median,user,system,... in seconds.
+		awk -F, -v r="$round" 'NR > 1 { print r "," $1 "," $2 "," $4 "," $5 + $6 }' "$tmp/round-$round.csv" >>"$csv"
 	done
 else
-	echo "hyperfine not found (apt-get install -y hyperfine); timing a bash loop instead" >&2
+	echo "timing a bash loop (no hyperfine: apt-get install -y hyperfine); each row also pays bash's fork" >&2
 	for ((round = 1; round <= rounds; round++)); do
 		for i in "${!names[@]}"; do
 			cmd=${cmds[$i]}
 			for ((r = 0; r < warmup; r++)); do "$cmd" </dev/null >/dev/null 2>&1; done
 			start=$(date +%s%N)
-			for ((r = 0; r < per_round; r++)); do "$cmd" </dev/null >/dev/null 2>&1; done
+			# bash's time keyword gives the children's user and system time.
+			cpu=$( { TIMEFORMAT='%3U %3S'; time for ((r = 0; r < per_round; r++)); do
+				"$cmd" </dev/null >/dev/null 2>&1; done; } 2>&1)
 			end=$(date +%s%N)
 			# A loop gives no median: the mean stands in for it.
-			awk -v n="${names[$i]}" -v ns=$((end - start)) -v runs="$per_round" -v r="$round" \
-				'BEGIN { m = ns / runs / 1e9; printf "%s,%s,%.9f,%.9f\n", r, n, m, m }' >>"$csv"
+			awk -v n="${names[$i]}" -v ns=$((end - start)) -v runs="$per_round" -v r="$round" -v cpu="$cpu" \
+				'BEGIN { split(cpu, c, " "); m = ns / runs / 1e9
+					printf "%s,%s,%.9f,%.9f,%.9f\n", r, n, m, m, (c[1] + c[2]) / runs }' >>"$csv"
 		done
 	done
 fi
 
-# name, mean ms, median ms, x direct, x floor, goal. The mean is over all
-# runs (every round has as many); the median is the median of the rounds'.
+# name, mean ms, median ms, cpu ms, x direct, x floor, goal. The mean and
+# the cpu time (user + system) are over all runs (every round has as many);
+# the median is the median of the rounds'.
 awk -F, -v eg="$exec_goal" -v sg="$supervised_goal" -v modes="$modes" -v stat="$stat" '
 BEGIN {
 	m = split(modes, kv, " ")
@@ -161,7 +167,7 @@ BEGIN {
 NR == 1 { next }
 {
 	if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 }
-	sum[$2] += $3 * 1000; cnt[$2]++
+	sum[$2] += $3 * 1000; cpu[$2] += $5 * 1000; cnt[$2]++
 	med[$2, cnt[$2]] = $4 * 1000
 }
 function median(name,    k, j, t, a, c) {
@@ -174,10 +180,11 @@ function median(name,    k, j, t, a, c) {
 END {
 	for (i = 1; i <= n; i++) {
 		name = order[i]; mean[name] = sum[name] / cnt[name]; mid[name] = median(name)
-		v[name] = stat == "median" ? mid[name] : mean[name]
+		cpums[name] = cpu[name] / cnt[name]
+		v[name] = stat == "median" ? mid[name] : stat == "cpu" ? cpums[name] : mean[name]
 	}
 	d = v["direct"]; f = v["zap-floor"]
-	printf "%-16s %8s %9s %9s %8s  %s\n", "name", "mean ms", "median ms", "x direct", "x floor", "goal (ratios of the " stat ")"
+	printf "%-16s %8s %9s %7s %8s %8s  %s\n", "name", "mean ms", "median ms", "cpu ms", "x direct", "x floor", "goal (ratios of the " stat ")"
 	for (i = 1; i <= n; i++) {
 		name = order[i]; r = v[name] / f; goal = ""
 		# The goal follows the path guard really took, found by the probe.
@@ -185,7 +192,7 @@ END {
 			goal = sprintf("%s exec <= %.2fx", r <= eg ? "PASS" : "MISS", eg)
 		else if (mode[name] == "supervised")
 			goal = sprintf("%s supervised <= %.2fx", r <= sg ? "PASS" : "MISS", sg)
-		printf "%-16s %8.3f %9.3f %9.2f %8.2f  %s\n", name, mean[name], mid[name], v[name] / d, r, goal
+		printf "%-16s %8.3f %9.3f %7.3f %8.2f %8.2f  %s\n", name, mean[name], mid[name], cpums[name], v[name] / d, r, goal
 	}
 }' "$csv"
 if [[ -z $have_guard ]]; then
