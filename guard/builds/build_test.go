@@ -240,6 +240,23 @@ func TestBuildSourceMissing(t *testing.T) {
 		}
 	})
 
+	t.Run("clone fails", func(t *testing.T) {
+		if _, err := exec.LookPath("git"); err != nil {
+			t.Fatal("git is not installed; this test needs it: apt-get install -y git")
+		}
+		b, _, _ := newBuilder(t, "")
+		rec := &manifest.Build{Name: "l", Dir: missing, Repo: "file://" + filepath.Join(t.TempDir(), "no-repo"), Steps: steps}
+		err := b.Build(context.Background(), "x", rec, filepath.Join(missing, "tool"))
+		var be *builds.BuildError
+		if !errors.As(err, &be) || be.Index != 0 || !strings.Contains(err.Error(), "build l: clone (git clone --depth 1") {
+			t.Fatalf("got %v", err)
+		}
+		entries, _ := os.ReadDir(filepath.Dir(missing))
+		if len(entries) != 0 {
+			t.Fatalf("a failed clone left %v behind", entries)
+		}
+	})
+
 	t.Run("clone", func(t *testing.T) {
 		if _, err := exec.LookPath("git"); err != nil {
 			t.Fatal("git is not installed; this test needs it: apt-get install -y git")
@@ -301,5 +318,21 @@ func TestBuildBadRecipes(t *testing.T) {
 		if err := b.Build(context.Background(), "x", rec, ""); err == nil {
 			t.Errorf("Build(%+v) succeeded", rec)
 		}
+	}
+}
+
+func TestBuildShowsProgress(t *testing.T) {
+	t.Setenv("GUARD_PROGRESS_EVERY", "20ms")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "step.sh"), "echo '[ 50%] Building C object main.c.o'\nsleep 1\n", 0o644)
+	b, stderr, _ := newBuilder(t, "")
+	rec := &manifest.Build{Name: "prog", Dir: dir, Steps: [][]string{{"true"}, {"sh", "step.sh"}}}
+	if err := b.Build(context.Background(), "x", rec, ""); err != nil {
+		t.Fatal(err)
+	}
+	want := "guard: building prog"
+	line := "step 2/2 sh: [ 50%] Building C object main.c.o"
+	if out := stderr.String(); !strings.Contains(out, want) || !strings.Contains(out, line) {
+		t.Fatalf("stderr lacks %q / %q:\n%s", want, line, out)
 	}
 }

@@ -178,24 +178,36 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 	return nil
 }
 
-// clone fetches the sources into rec.Dir, or explains how to.
+// clone fetches the sources into rec.Dir, or explains how to. It clones
+// into a sibling folder and renames it, so a clone cut short by the heal
+// timeout never leaves a half-filled rec.Dir that later builds would trust.
 func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWriter, rep *progress.Reporter) error {
-	argv := []string{"git", "clone", "--depth", "1", rec.Repo, rec.Dir}
+	hint := quoteArgv([]string{"git", "clone", "--depth", "1", rec.Repo, rec.Dir})
 	if rec.Repo == "" {
 		return fmt.Errorf("source folder %s is missing and the recipe names no repo; put the sources there", rec.Dir)
 	}
 	if _, ok := b.lookPath("git"); !ok {
-		return fmt.Errorf("source folder %s is missing and git is not installed; run: %s", rec.Dir, quoteArgv(argv))
+		return fmt.Errorf("source folder %s is missing and git is not installed; run: %s", rec.Dir, hint)
 	}
-	if err := os.MkdirAll(filepath.Dir(rec.Dir), 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", filepath.Dir(rec.Dir), err)
+	parent := filepath.Dir(rec.Dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", parent, err)
 	}
+	partial := rec.Dir + ".guard-partial"
+	if err := os.RemoveAll(partial); err != nil {
+		return fmt.Errorf("remove an old partial clone: %w", err)
+	}
+	argv := []string{"git", "clone", "--depth", "1", rec.Repo, partial}
 	out.SetPrefix("cloning "+rec.Repo, rep)
 	fmt.Fprintf(out.w, "$ %s\n", quoteArgv(argv))
 	// A private or mistyped repo must fail, not wait for a password.
 	env := append(b.baseEnv(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=true", "SSH_ASKPASS=true")
-	if err := b.run(ctx, argv, filepath.Dir(rec.Dir), env, out); err != nil {
+	if err := b.run(ctx, argv, parent, env, out); err != nil {
+		_ = os.RemoveAll(partial)
 		return stepError(ctx, 0, argv, err)
+	}
+	if err := os.Rename(partial, rec.Dir); err != nil {
+		return fmt.Errorf("move the clone into place: %w; run: %s", err, hint)
 	}
 	return nil
 }
