@@ -1,0 +1,220 @@
+// Package models keeps the GGUF models a call needs present and intact.
+//
+// Check is the per-call fast path: verify.Quick, no lock, no hashing.
+// Ensure is the slow path, taken only when Check finds something wrong: it
+// takes the model's lock (so twenty agent calls at once make one download),
+// checks again, hashes once if only the stamp is stale, and downloads at
+// the path the call named. A failed heal is remembered for a while, so a
+// loop of agent calls fails fast with the reason instead of downloading on
+// every call.
+package models
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/lock"
+	"github.com/sandbox-guard/guard/manifest"
+	"github.com/sandbox-guard/guard/manifest/fetch"
+	"github.com/sandbox-guard/guard/manifest/verify"
+)
+
+// Defaults for the zero fields of a Healer.
+const (
+	DefaultHealTimeout    = 30 * time.Minute
+	DefaultFailureBackoff = 10 * time.Minute
+)
+
+// Healer checks and heals model files. Its zero durations take the
+// defaults above.
+type Healer struct {
+	StateDir       string              // locks/, stamps/ and failures/ go below it
+	Log            func(heallog.Event) // heal events; nil = not logged
+	Stderr         io.Writer           // messages and progress for people; nil = none
+	HealTimeout    time.Duration       // waiting for another healer plus our own download
+	FailureBackoff time.Duration       // how long a failed heal is remembered
+	Token          string              // HF_TOKEN
+	Client         *http.Client        // nil = fetch.DefaultClient()
+	FetchBackoff   time.Duration       // base retry back-off of a download (tests use ms)
+	StallTimeout   time.Duration       // a download with no bytes for this long is retried; 0 = fetch's default
+}
+
+func (h *Healer) stampDir() string { return filepath.Join(h.StateDir, "stamps") }
+
+func spec(m *manifest.Model, path string) verify.Spec {
+	return verify.Spec{Path: path, Size: m.Size, SHA256: m.SHA256}
+}
+
+// Check is the fast path: one open, one fstat, one header read, one stamp
+// read. It takes no lock and logs nothing.
+func (h *Healer) Check(m *manifest.Model, path string) verify.Status {
+	return verify.Quick(spec(m, path), h.stampDir())
+}
+
+// Ensure makes the file at path a good copy of m, or says why it cannot.
+// force ignores a remembered failure (`guard heal`). tool names the caller
+// in heal events.
+func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, path string, force bool) error {
+	if h.Check(m, path).Healthy() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmpDur(h.HealTimeout, DefaultHealTimeout))
+	defer cancel()
+
+	name := filepath.Base(path)
+	held, err := lock.Acquire(ctx, filepath.Join(h.StateDir, "locks", "model-"+key(path)+".lock"), func() {
+		h.say("guard: another process is healing %s; waiting", name)
+		h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: path})
+	})
+	if err != nil {
+		return fmt.Errorf("heal model %s: %w", name, err)
+	}
+	defer held.Release()
+
+	// Another process may have healed it while we waited.
+	st := h.Check(m, path)
+	if st.Healthy() {
+		return nil
+	}
+	if !force {
+		if f, ok := h.failure(path, m); ok {
+			return fmt.Errorf("model %s could not be healed %s ago: %s; guard tries again after %s (run `guard heal %s` to retry now)",
+				name, time.Now().Sub(f.At).Round(time.Second), f.Reason, f.Until.Format("15:04:05"), m.File)
+		}
+	}
+	if st == verify.Stale {
+		st, err = h.verify(tool, m, path)
+		if err != nil {
+			return err
+		}
+		if st.Healthy() {
+			return nil
+		}
+	}
+	return h.download(ctx, tool, m, path, st)
+}
+
+// verify hashes a pinned file whose stamp no longer matches.
+func (h *Healer) verify(tool string, m *manifest.Model, path string) (verify.Status, error) {
+	h.say("guard: verifying %s (sha256 of %.1f MB)", filepath.Base(path), float64(m.Size)/1e6)
+	start := time.Now()
+	st, _, err := verify.Full(spec(m, path), h.stampDir())
+	ev := heallog.Event{Event: "model.verify", Tool: tool, Target: path, Bytes: m.Size,
+		DurationMS: time.Since(start).Milliseconds(), Result: "ok"}
+	if err != nil || !st.Healthy() {
+		ev.Level, ev.Result, ev.Reason = "warn", "failed", string(st)
+		if err != nil {
+			ev.Reason = err.Error()
+		}
+	}
+	h.event(ev)
+	if err != nil {
+		return st, fmt.Errorf("verify model %s: %w", filepath.Base(path), err)
+	}
+	return st, nil
+}
+
+// download fetches m to path. Failures that cost a download are remembered.
+func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, path string, st verify.Status) error {
+	name := filepath.Base(path)
+	if len(m.URLs) == 0 {
+		return fmt.Errorf("model %s is %s and the manifest gives no urls to download it from", name, st)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("heal model %s: %w", name, err)
+	}
+	if err := checkSpace(dir, path+".partial", m.Size); err != nil {
+		h.event(heallog.Event{Level: "error", Event: "model.download", Tool: tool, Target: path, Result: "failed", Reason: err.Error()})
+		return fmt.Errorf("heal model %s: %w", name, err)
+	}
+	h.say("guard: model %s is %s; downloading %s", name, st, describeSize(m.Size))
+	start := time.Now()
+	res, err := fetch.Fetch(ctx, fetch.Request{
+		URLs: m.URLs, Dest: path, Size: m.Size, SHA256: m.SHA256,
+		Token: h.Token, Client: h.Client, Progress: h.Stderr,
+		Backoff: h.FetchBackoff, StallTimeout: h.StallTimeout,
+		OnRetry: func(url string, attempt int, err error) {
+			h.event(heallog.Event{Level: "warn", Event: "model.download", Tool: tool, Target: path,
+				Result: "retry", Attempt: attempt, Reason: err.Error()})
+		},
+	})
+	ev := heallog.Event{Event: "model.download", Tool: tool, Target: path, Bytes: res.Bytes,
+		DurationMS: time.Since(start).Milliseconds(), Attempt: res.Attempts, Result: "ok"}
+	if err != nil {
+		ev.Level, ev.Result, ev.Reason = "error", "failed", err.Error()
+		h.event(ev)
+		if remember(ctx, err) {
+			h.rememberFailure(path, m, err.Error())
+		}
+		return fmt.Errorf("heal model %s: %w", name, err)
+	}
+	ev.Reason = res.URL
+	h.event(ev)
+	h.forgetFailure(path)
+	if err := verify.WriteStamp(h.stampDir(), path, res.SHA256); err != nil {
+		// The file is good; without a stamp the next call hashes it once.
+		h.say("guard: %v", err)
+	}
+	return nil
+}
+
+// remember reports whether a failure is worth remembering: one that cost a
+// download and would cost it again. A full disk (statfs or ENOSPC) is
+// cheap to find again and is fixed by the person, and a cancelled call
+// (Ctrl-C) says nothing about the model.
+func remember(ctx context.Context, err error) bool {
+	if errors.Is(err, fetch.ErrNoSpace) {
+		return false
+	}
+	if errors.Is(err, context.Canceled) && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return false
+	}
+	return true
+}
+
+// key names a path's lock, failure record and so on by a hash of its
+// absolute path.
+func key(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	s := sha256.Sum256([]byte(abs))
+	return hex.EncodeToString(s[:12])
+}
+
+func (h *Healer) event(e heallog.Event) {
+	if h.Log != nil {
+		h.Log(e)
+	}
+}
+
+func (h *Healer) say(format string, args ...any) {
+	if h.Stderr != nil {
+		fmt.Fprintf(h.Stderr, format+"\n", args...)
+	}
+}
+
+func cmpDur(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func describeSize(n int64) string {
+	if n <= 0 {
+		return "(size unknown)"
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}

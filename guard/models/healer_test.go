@@ -1,0 +1,400 @@
+package models_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/lock"
+	"github.com/sandbox-guard/guard/guard/models"
+	"github.com/sandbox-guard/guard/manifest"
+	"github.com/sandbox-guard/guard/manifest/verify"
+)
+
+func model(n int) []byte {
+	b := make([]byte, n)
+	copy(b, "GGUF\x03\x00\x00\x00")
+	for i := 8; i < n; i++ {
+		b[i] = byte(i*31 + i>>9)
+	}
+	return b
+}
+
+func sum(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// server serves data, counting requests; slow makes each response trickle
+// so that concurrent callers really overlap.
+type server struct {
+	*httptest.Server
+	requests atomic.Int64
+}
+
+func serve(t *testing.T, status int, data []byte, slow time.Duration) *server {
+	s := &server{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		if status != http.StatusOK {
+			w.WriteHeader(status)
+			w.Write([]byte("Entry not found"))
+			return
+		}
+		if slow == 0 {
+			http.ServeContent(w, r, "m.gguf", time.Time{}, bytes.NewReader(data))
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		for i := 0; i < len(data); i += len(data)/4 + 1 {
+			w.Write(data[i:min(len(data), i+len(data)/4+1)])
+			w.(http.Flusher).Flush()
+			time.Sleep(slow)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// events collects heal events from any goroutine.
+type events struct {
+	mu  sync.Mutex
+	got []heallog.Event
+}
+
+func (e *events) log(ev heallog.Event) {
+	e.mu.Lock()
+	e.got = append(e.got, ev)
+	e.mu.Unlock()
+}
+
+func (e *events) named(name string) []heallog.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []heallog.Event
+	for _, ev := range e.got {
+		if ev.Event == name {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func healer(t *testing.T) (*models.Healer, *events, *syncBuffer) {
+	ev, errOut := &events{}, &syncBuffer{}
+	return &models.Healer{
+		StateDir:       filepath.Join(t.TempDir(), "state"),
+		Log:            ev.log,
+		Stderr:         errOut,
+		HealTimeout:    20 * time.Second,
+		FailureBackoff: time.Hour,
+		FetchBackoff:   time.Millisecond,
+		StallTimeout:   5 * time.Second,
+	}, ev, errOut
+}
+
+func TestHealthyNeedsNothing(t *testing.T) {
+	h, ev, _ := healer(t)
+	data := model(4096)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	os.WriteFile(path, data, 0o644)
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{"http://127.0.0.1:1/never"}}
+	if err := h.Ensure(context.Background(), "llama-completion", m, path, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.got) != 0 {
+		t.Fatalf("events %+v, want none", ev.got)
+	}
+	if _, err := os.Stat(filepath.Join(h.StateDir, "locks")); !os.IsNotExist(err) {
+		t.Fatal("a lock was taken for a healthy model")
+	}
+}
+
+func TestDownloadsAtTheCallsPath(t *testing.T) {
+	h, ev, errOut := healer(t)
+	data := model(300_000)
+	srv := serve(t, http.StatusOK, data, 0)
+	// Not the manifest's models_dir: the path the call named, in a folder
+	// that does not exist yet.
+	path := filepath.Join(t.TempDir(), "elsewhere", "deeper", "Qwen3-0.6B-Q4_K_M.gguf")
+	m := &manifest.Model{File: "Qwen3-0.6B-Q4_K_M.gguf", Size: int64(len(data)), SHA256: sum(data), URLs: []string{srv.URL + "/Qwen_Qwen3-0.6B-Q4_K_M.gguf"}}
+	if st := h.Check(m, path); st != verify.Missing {
+		t.Fatalf("Check = %s, want missing", st)
+	}
+	if err := h.Ensure(context.Background(), "llama-completion", m, path, false); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if !bytes.Equal(got, data) {
+		t.Fatal("downloaded file differs")
+	}
+	if st := h.Check(m, path); st != verify.OK {
+		t.Fatalf("Check after heal = %s, want ok (stamped)", st)
+	}
+	dl := ev.named("model.download")
+	if len(dl) != 1 || dl[0].Result != "ok" || dl[0].Bytes != int64(len(data)) || dl[0].Tool != "llama-completion" || dl[0].Target != path {
+		t.Fatalf("model.download events %+v", dl)
+	}
+	if !strings.Contains(errOut.String(), "is missing; downloading") {
+		t.Fatalf("stderr %q", errOut.String())
+	}
+}
+
+func TestStaleStampHashesOnce(t *testing.T) {
+	h, ev, _ := healer(t)
+	data := model(100_000)
+	srv := serve(t, http.StatusOK, data, 0)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	os.WriteFile(path, data, 0o644)
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: sum(data), URLs: []string{srv.URL}}
+	if st := h.Check(m, path); st != verify.Stale {
+		t.Fatalf("Check = %s, want stale", st)
+	}
+	if err := h.Ensure(context.Background(), "t", m, path, false); err != nil {
+		t.Fatal(err)
+	}
+	if srv.requests.Load() != 0 {
+		t.Fatal("a good file was downloaded again")
+	}
+	if v := ev.named("model.verify"); len(v) != 1 || v[0].Result != "ok" {
+		t.Fatalf("model.verify events %+v", v)
+	}
+	if st := h.Check(m, path); st != verify.OK {
+		t.Fatalf("Check after verify = %s, want ok", st)
+	}
+}
+
+func TestWrongContentIsReplaced(t *testing.T) {
+	h, ev, _ := healer(t)
+	data := model(100_000)
+	srv := serve(t, http.StatusOK, data, 0)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	bad := append([]byte(nil), data...)
+	bad[5000] ^= 0xff
+	os.WriteFile(path, bad, 0o644)
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: sum(data), URLs: []string{srv.URL}}
+	if err := h.Ensure(context.Background(), "t", m, path, false); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if !bytes.Equal(got, data) {
+		t.Fatal("bad file not replaced")
+	}
+	if v := ev.named("model.verify"); len(v) != 1 || v[0].Result != "failed" || v[0].Reason != "hash-mismatch" {
+		t.Fatalf("model.verify events %+v", v)
+	}
+}
+
+func TestTwentyCallersOneDownload(t *testing.T) {
+	h, ev, errOut := healer(t)
+	data := model(400_000)
+	srv := serve(t, http.StatusOK, data, 50*time.Millisecond)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: sum(data), URLs: []string{srv.URL}}
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 20 {
+		wg.Go(func() { errs <- h.Ensure(context.Background(), "t", m, path, false) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := srv.requests.Load(); n != 1 {
+		t.Fatalf("%d downloads, want 1", n)
+	}
+	if len(ev.named("model.download")) != 1 {
+		t.Fatalf("model.download events %+v", ev.named("model.download"))
+	}
+	if len(ev.named("lock.wait")) == 0 || !strings.Contains(errOut.String(), "another process is healing m.gguf; waiting") {
+		t.Fatalf("no waiter reported: %q", errOut.String())
+	}
+}
+
+func TestFailureIsRemembered(t *testing.T) {
+	h, ev, _ := healer(t)
+	srv := serve(t, http.StatusNotFound, nil, 0)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: 1000, URLs: []string{srv.URL + "/gone.gguf"}}
+	ctx := context.Background()
+
+	err := h.Ensure(ctx, "t", m, path, false)
+	if err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("first Ensure: %v", err)
+	}
+	if dl := ev.named("model.download"); len(dl) != 1 || dl[0].Result != "failed" || !strings.Contains(dl[0].Reason, "404") {
+		t.Fatalf("model.download events %+v", dl)
+	}
+	err = h.Ensure(ctx, "t", m, path, false)
+	if err == nil || !strings.Contains(err.Error(), "could not be healed") || !strings.Contains(err.Error(), "404") ||
+		!strings.Contains(err.Error(), "guard heal m.gguf") {
+		t.Fatalf("second Ensure: %v", err)
+	}
+	if n := srv.requests.Load(); n != 1 {
+		t.Fatalf("%d requests after a remembered failure, want 1", n)
+	}
+	until, reason, ok := h.LastFailure(path)
+	if !ok || !strings.Contains(reason, "404") || time.Until(until) < 50*time.Minute {
+		t.Fatalf("LastFailure = %s %q %v", until, reason, ok)
+	}
+
+	// force (guard heal) tries again.
+	if err := h.Ensure(ctx, "guard heal", m, path, true); err == nil {
+		t.Fatal("forced Ensure succeeded against a 404")
+	}
+	if n := srv.requests.Load(); n != 2 {
+		t.Fatalf("%d requests after force, want 2", n)
+	}
+
+	// A fixed manifest entry gets a fresh try at once.
+	good := model(1000)
+	fixed := serve(t, http.StatusOK, good, 0)
+	m2 := *m
+	m2.URLs = []string{fixed.URL}
+	if err := h.Ensure(ctx, "t", &m2, path, false); err != nil {
+		t.Fatalf("Ensure with fixed urls: %v", err)
+	}
+	if _, _, ok := h.LastFailure(path); ok {
+		t.Fatal("failure still remembered after a successful heal")
+	}
+}
+
+func TestFailureBackoffExpires(t *testing.T) {
+	h, _, _ := healer(t)
+	h.FailureBackoff = 50 * time.Millisecond
+	srv := serve(t, http.StatusNotFound, nil, 0)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: 1000, URLs: []string{srv.URL}}
+	h.Ensure(context.Background(), "t", m, path, false)
+	time.Sleep(100 * time.Millisecond)
+	h.Ensure(context.Background(), "t", m, path, false)
+	if n := srv.requests.Load(); n != 2 {
+		t.Fatalf("%d requests, want 2 (the back-off ran out)", n)
+	}
+}
+
+func TestNotEnoughSpace(t *testing.T) {
+	h, ev, _ := healer(t)
+	srv := serve(t, http.StatusOK, model(10), 0)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: 1 << 60, URLs: []string{srv.URL}}
+	err := h.Ensure(context.Background(), "t", m, path, false)
+	if err == nil || !strings.Contains(err.Error(), "needs 1152921504606846976 more bytes") {
+		t.Fatalf("err = %v", err)
+	}
+	if srv.requests.Load() != 0 {
+		t.Fatal("downloaded although it cannot fit")
+	}
+	if _, _, ok := h.LastFailure(path); ok {
+		t.Fatal("a full disk was remembered as a failed heal")
+	}
+	if dl := ev.named("model.download"); len(dl) != 1 || dl[0].Result != "failed" {
+		t.Fatalf("model.download events %+v", dl)
+	}
+}
+
+func TestNoURLs(t *testing.T) {
+	h, _, _ := healer(t)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	err := h.Ensure(context.Background(), "t", &manifest.Model{File: "m.gguf", Size: 10}, path, false)
+	if err == nil || !strings.Contains(err.Error(), "no urls") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestWaitIsBounded(t *testing.T) {
+	h, ev, _ := healer(t)
+	h.HealTimeout = 150 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: 10, URLs: []string{"http://127.0.0.1:1/x"}}
+	// Hold the model's lock the way another healer would: find it by
+	// letting a first Ensure create it, then take every lock file there.
+	os.MkdirAll(filepath.Join(h.StateDir, "locks"), 0o700)
+	h.Ensure(context.Background(), "t", m, path, true) // fails fast: connection refused
+	locks, _ := filepath.Glob(filepath.Join(h.StateDir, "locks", "*.lock"))
+	if len(locks) != 1 {
+		t.Fatalf("lock files %v", locks)
+	}
+	held, err := lock.Acquire(context.Background(), locks[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	err = h.Ensure(context.Background(), "t", m, path, true)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want a bounded wait", err)
+	}
+	if len(ev.named("lock.wait")) != 1 {
+		t.Fatalf("lock.wait events %+v", ev.named("lock.wait"))
+	}
+}
+
+func TestCancelIsNotRemembered(t *testing.T) {
+	h, _, _ := healer(t)
+	data := model(400_000)
+	srv := serve(t, http.StatusOK, data, 100*time.Millisecond)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{srv.URL}}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if err := h.Ensure(ctx, "t", m, path, false); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if _, _, ok := h.LastFailure(path); ok {
+		t.Fatal("a cancelled heal was remembered as a failure")
+	}
+}
+
+func TestCheckUnknown(t *testing.T) {
+	dir := t.TempDir()
+	good, html, empty := filepath.Join(dir, "a.gguf"), filepath.Join(dir, "b.gguf"), filepath.Join(dir, "c.gguf")
+	os.WriteFile(good, model(100), 0o644)
+	os.WriteFile(html, []byte("<!DOCTYPE html><html>"), 0o644)
+	os.WriteFile(empty, nil, 0o644)
+	if err := models.CheckUnknown(good); err != nil {
+		t.Fatal(err)
+	}
+	if err := models.CheckUnknown(filepath.Join(dir, "x.gguf")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
+	}
+	var he *verify.HeaderError
+	if err := models.CheckUnknown(html); !errors.As(err, &he) || he.Kind != "html" {
+		t.Fatalf("html: %v", err)
+	}
+	if err := models.CheckUnknown(empty); !errors.As(err, &he) || he.Kind != "empty" {
+		t.Fatalf("empty: %v", err)
+	}
+}
