@@ -158,7 +158,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		}
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
-	ev.Reason = res.URL
+	ev.Reason = "from " + res.URL
 	h.event(ev)
 	h.forgetFailure(path)
 	if err := verify.WriteStamp(h.stampDir(), path, res.SHA256); err != nil {
