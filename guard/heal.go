@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
 // checkBinary returns "" when the executable at path is healthy (present,
 // executable, every shared library resolvable), else why not.
 func (c *Config) checkBinary(path string) string {
-	h := builds.CheckBinary(path, c.Dir("stamps"))
+	h := builds.CheckBinary(path, c.builder().StampDir())
 	if h.OK {
 		return ""
 	}
@@ -33,9 +34,7 @@ func (c *Config) builder() *builds.Builder {
 	}
 }
 
-func (c *Config) buildLog(name string) string {
-	return filepath.Join(c.StateDir, "builds", name+".log")
-}
+func (c *Config) buildLog(name string) string { return c.builder().LogPath(name) }
 
 // healBinary brings back tool's executable after resolving or checking it
 // failed with why: its build recipe rebuilds it, else its Debian package
@@ -74,7 +73,7 @@ func healTimeout(own, def time.Duration) time.Duration {
 func (c *Config) ensureModel(ctx context.Context, tool, path string, force bool) error {
 	m := c.M.ModelByFile(filepath.Base(path))
 	if m == nil {
-		if err := modelsCheckUnknown(path); err != nil {
+		if err := models.CheckUnknown(path); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("model %s is missing and the manifest does not know it; add a [[models]] entry with file = %q, size and urls to %s so guard can fetch it", path, filepath.Base(path), c.ManifestPath)
 			}
@@ -96,6 +95,16 @@ func (c *Config) modelState(m *manifest.Model) ModelState {
 		st.RetryAfter, st.Reason = until, reason
 	}
 	return st
+}
+
+func (c *Config) healer() *models.Healer {
+	return &models.Healer{
+		StateDir:    c.StateDir,
+		Log:         c.Event,
+		Stderr:      c.Stderr,
+		HealTimeout: c.M.Budget.Heal.D(),
+		Token:       os.Getenv("HF_TOKEN"),
+	}
 }
 
 func (c *Config) authState(a *manifest.Auth) AuthState {

@@ -43,6 +43,17 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"exits":    cmdExits,
 	"signalbg": cmdSignalBg,
 	"gguf":     cmdGGUF,
+	"cpenv":    cmdCpEnv,
+}
+
+// cpenv SRC DST: copy SRC to DST with $VARS expanded (a manifest that needs
+// $WORK in a URL).
+func cmdCpEnv(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: cpenv SRC DST")
+	}
+	text := os.Expand(ts.ReadFile(args[0]), ts.Getenv)
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(text), 0o644))
 }
 
 // setup gives every script its own HOME, state, shim folder and log, so no
