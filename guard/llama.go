@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -120,9 +121,13 @@ func (c *Config) runAttempts(ctx context.Context, name string, attempts []shims.
 				c.Event(heallog.Event{Event: "fallback", Tool: a.Tool, Reason: "flags this attempt cannot pass on: " + strings.Join(a.Dropped, " "), Attempt: ran})
 			}
 		}
+		// A call with fallbacks prints only an answer that proved good, the
+		// last attempt's too: one that ends in exit 2 leaves stdout empty, so
+		// a script never takes half an answer for one. A call with no
+		// fallback streams, as the tool would without guard.
 		var live io.Writer
-		if !laterCanRun(attempts, i) {
-			live = o.W // the last chance streams; earlier ones are held back until they prove good
+		if len(attempts) == 1 {
+			live = o.W
 		}
 		res, why := c.attempt(ctx, name, ran, a, live)
 		last = res
@@ -173,12 +178,12 @@ func (c *Config) attempt(ctx context.Context, name string, n int, a shims.Attemp
 	if a.Model != "" && n > 1 {
 		if err := c.ensureModel(ctx, a.Tool, a.Model, false); err != nil {
 			c.Say("%s: %v", a.Tool, err)
-			return runner.Result{Outcome: runner.StartFailed, Err: err}, "model not available"
+			return runner.Result{Outcome: runner.StartFailed, Err: fmt.Errorf("%w: %v", exec.ErrNotFound, err)}, "model not available"
 		}
 	}
 	real, status := c.Target(ctx, tool)
 	if status != 0 {
-		return runner.Result{Outcome: runner.StartFailed, Err: fmt.Errorf("%s cannot be healed", a.Tool)}, "binary missing and not healed"
+		return runner.Result{Outcome: runner.StartFailed, Err: fmt.Errorf("%w: %s cannot be healed", exec.ErrNotFound, a.Tool)}, "binary missing and not healed"
 	}
 	spec := c.spec(tool, real, append([]string{real}, a.Args...), c.childEnv(tool))
 	spec.PTY = false // stdout must stay apart from the logs: it is the answer, checked and cached
@@ -205,10 +210,6 @@ func (c *Config) attempt(ctx context.Context, name string, n int, a shims.Attemp
 	}
 	return res, res.Outcome.String()
 }
-
-// laterCanRun reports whether an attempt after i exists, so attempt i's
-// output must be held back until it is known to be good.
-func laterCanRun(attempts []shims.Attempt, i int) bool { return i < len(attempts)-1 }
 
 // direct runs the tool with nothing added: resolve, heal, exec. A caller
 // that needs the answer back gets exit 2 instead, since guard cannot read
