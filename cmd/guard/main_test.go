@@ -73,8 +73,17 @@ func setup(e *testscript.Env) error {
 	e.Setenv("CI", "")
 	e.Setenv("npm_config_yes", "")
 	e.Setenv("REPO", repoRoot())
+	for _, hook := range setupHooks {
+		if err := hook(e); err != nil {
+			return err
+		}
+	}
 	return nil
 }
+
+// setupHooks run after setup for every script; other _test files add their
+// own in init (a download server, for example).
+var setupHooks []func(*testscript.Env) error
 
 func repoRoot() string {
 	wd, _ := os.Getwd()
