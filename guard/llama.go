@@ -114,6 +114,10 @@ func (c *Config) runAttempts(ctx context.Context, name string, attempts []shims.
 		}
 		ran++
 		o.Attempts, o.Model = ran, filepath.Base(a.Model)
+		if i == 0 && len(a.Dropped) > 0 {
+			// -i/-if without a terminal: they would wait on stdin for good.
+			c.Event(heallog.Event{Event: "preflight", Tool: name, Reason: "flags that would wait on stdin with no terminal, dropped: " + strings.Join(a.Dropped, " "), Attempt: ran})
+		}
 		if i > 0 {
 			c.Event(heallog.Event{Level: "warn", Event: "fallback", Tool: name, Target: a.Tool + " " + filepath.Base(a.Model), Reason: after.String(), Attempt: ran})
 			c.Say("%s: trying %s with %s (%s)", name, a.Tool, filepath.Base(a.Model), after)
