@@ -9,6 +9,7 @@ import (
 	"slices"
 	"text/tabwriter"
 
+	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/manifest/verify"
@@ -73,6 +74,7 @@ func Heal(ctx context.Context, c *Config, out io.Writer, names []string) bool {
 			state := "ok " + a.Found
 			if !a.OK {
 				state = "missing (never blocks a call): " + a.Hint
+				c.Event(heallog.Event{Level: "warn", Event: "auth.missing", Tool: name, Reason: a.Hint, Result: "missing"})
 			}
 			rows = append(rows, [3]string{"auth", name, state})
 		}
