@@ -156,6 +156,18 @@ else
 	done
 fi
 
+# Page faults do not change with the load of a shared machine, unlike the
+# times above, and track binary size and init work: one more column when
+# perf is there (apt-get install -y linux-perf).
+faults=$tmp/faults.csv
+: >"$faults"
+if command -v perf >/dev/null && perf stat -e page-faults true 2>/dev/null; then
+	for i in "${!names[@]}"; do
+		n=$(perf stat -x, -e page-faults -r 20 "${cmds[$i]}" 2>&1 >/dev/null </dev/null | awk -F, '$3 == "page-faults" { print $1 }')
+		echo "${names[$i]},$n" >>"$faults"
+	done
+fi
+
 # name, mean ms, median ms, cpu ms, x direct, x floor, goal. The mean and
 # the cpu time (user + system) are over all runs (every round has as many);
 # the median is the median of the rounds'.
@@ -164,7 +176,8 @@ BEGIN {
 	m = split(modes, kv, " ")
 	for (i = 1; i <= m; i++) { split(kv[i], p, "="); mode[p[1]] = p[2] }
 }
-NR == 1 { next }
+FILENAME == ARGV[1] { pf[$1] = $2; next }
+FNR == 1 { next }
 {
 	if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 }
 	sum[$2] += $3 * 1000; cpu[$2] += $5 * 1000; cnt[$2]++
@@ -184,7 +197,7 @@ END {
 		v[name] = stat == "median" ? mid[name] : stat == "cpu" ? cpums[name] : mean[name]
 	}
 	d = v["direct"]; f = v["zap-floor"]
-	printf "%-16s %8s %9s %7s %8s %8s  %s\n", "name", "mean ms", "median ms", "cpu ms", "x direct", "x floor", "goal (ratios of the " stat ")"
+	printf "%-16s %8s %9s %7s %6s %8s %8s  %s\n", "name", "mean ms", "median ms", "cpu ms", "faults", "x direct", "x floor", "goal (ratios of the " stat ")"
 	for (i = 1; i <= n; i++) {
 		name = order[i]; r = v[name] / f; goal = ""
 		# The goal follows the path guard really took, found by the probe.
@@ -192,9 +205,9 @@ END {
 			goal = sprintf("%s exec <= %.2fx", r <= eg ? "PASS" : "MISS", eg)
 		else if (mode[name] == "supervised")
 			goal = sprintf("%s supervised <= %.2fx", r <= sg ? "PASS" : "MISS", sg)
-		printf "%-16s %8.3f %9.3f %7.3f %8.2f %8.2f  %s\n", name, mean[name], mid[name], cpums[name], v[name] / d, r, goal
+		printf "%-16s %8.3f %9.3f %7.3f %6s %8.2f %8.2f  %s\n", name, mean[name], mid[name], cpums[name], pf[name] == "" ? "-" : pf[name], v[name] / d, r, goal
 	}
-}' "$csv"
+}' "$faults" "$csv"
 if [[ -z $have_guard ]]; then
 	echo "guard rows skipped: see the messages above"
 fi
