@@ -48,10 +48,10 @@ func (c *Config) llamaCall(ctx context.Context, tool *manifest.Tool, args []stri
 	if err != nil {
 		// The tool's own parser says it better; guard adds nothing to a
 		// call it cannot read.
-		return c.direct(ctx, tool, args, o)
+		return c.direct(ctx, tool, args, o, true)
 	}
 	if call.Interactive && stdinTTY && !o.NoDirect {
-		return c.direct(ctx, tool, args, o) // a person is chatting: no budget, no watchdog
+		return c.direct(ctx, tool, args, o, false) // a person is chatting: no budget, no watchdog
 	}
 	modelPath := call.Model
 	if modelPath != "" {
@@ -74,13 +74,13 @@ func (c *Config) llamaCall(ctx context.Context, tool *manifest.Tool, args []stri
 	if call.PromptFile != "" {
 		text, err := os.ReadFile(call.PromptFile)
 		if err != nil {
-			return c.direct(ctx, tool, args, o) // the tool reports the unreadable file itself
+			return c.direct(ctx, tool, args, o, true) // the tool reports the unreadable file itself
 		}
 		in.PromptFileText = string(text)
 	}
 	attempts, err := shims.PlanLlama(in)
 	if err != nil {
-		return c.direct(ctx, tool, args, o)
+		return c.direct(ctx, tool, args, o, true)
 	}
 	key, store := c.cacheKey(tool, attempts[0], in.PromptFileText)
 	if store != nil {
@@ -215,10 +215,14 @@ func (c *Config) attempt(ctx context.Context, name string, n int, a shims.Attemp
 	return res, res.Outcome.String()
 }
 
-// direct runs the tool with nothing added: resolve, heal, exec. A caller
-// that needs the answer back gets exit 2 instead, since guard cannot read
-// the call.
-func (c *Config) direct(ctx context.Context, tool *manifest.Tool, args []string, o *llamaIO) int {
+// direct runs the tool with no plan: resolve, heal, run. With watch, the
+// manifest's timeout (or GUARD_TIMEOUT), stall and prompt policy for the
+// tool still apply, as for any other shimmed tool: a call guard cannot plan
+// (a llama tool it has no plan for, arguments it cannot read) must still
+// end. Without them, or for a person chatting, guard becomes the tool. A
+// caller that needs the answer back gets exit 2 instead, since guard cannot
+// read the call.
+func (c *Config) direct(ctx context.Context, tool *manifest.Tool, args []string, o *llamaIO, watch bool) int {
 	if o.NoDirect {
 		c.Say("%s: cannot plan this call: %s", tool.Name, strings.Join(args, " "))
 		return 2
@@ -227,7 +231,18 @@ func (c *Config) direct(ctx context.Context, tool *manifest.Tool, args []string,
 	if status != 0 {
 		return status
 	}
-	err := runner.Exec(real, append([]string{real}, args...), c.childEnv(tool))
+	argv := append([]string{real}, args...)
+	env := c.childEnv(tool)
+	budget := cmp.Or(timeoutOverride(), tool.Timeout.D())
+	if watch && (budget != 0 || tool.Stall != 0 || tool.Prompts != "") {
+		spec := c.spec(tool, real, argv, env)
+		spec.Budget = budget
+		spec.Stdout = o.W
+		res := runner.Run(ctx, spec)
+		c.report(tool.Name, 1, res, spec)
+		return res.Status()
+	}
+	err := runner.Exec(real, argv, env)
 	c.Say("%s: %v", tool.Name, err)
 	return runner.StartStatus(err)
 }
