@@ -140,8 +140,7 @@ func (c *Config) runAttempts(ctx context.Context, name string, attempts []shims.
 				o.W.Write(res.Stdout)
 			}
 			if store != nil {
-				_ = store.Put(key, cache.Entry{Stdout: res.Stdout, Seconds: res.Elapsed.Seconds()})
-				c.Event(heallog.Event{Event: "cache.store", Tool: name, Bytes: int64(len(res.Stdout)), Result: "ok"})
+				c.storeAnswer(store, key, name, res)
 			}
 			if ran > 1 {
 				c.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran, Reason: "answered by " + a.Tool + " " + filepath.Base(a.Model)})
@@ -213,6 +212,17 @@ func (c *Config) attempt(ctx context.Context, name string, n int, a shims.Attemp
 		return res, "killed by signal " + strconv.Itoa(int(res.Signal))
 	}
 	return res, res.Outcome.String()
+}
+
+// storeAnswer caches a good answer and logs what became of it: an answer
+// larger than the whole cache, or a cache folder guard cannot write, is not
+// stored, and the log must not say it was.
+func (c *Config) storeAnswer(store *cache.Store, key, name string, res runner.Result) {
+	ev := heallog.Event{Event: "cache.store", Tool: name, Bytes: int64(len(res.Stdout)), Result: "ok"}
+	if err := store.Put(key, cache.Entry{Stdout: res.Stdout, Seconds: res.Elapsed.Seconds()}); err != nil {
+		ev.Level, ev.Result, ev.Reason = "warn", "skipped", err.Error()
+	}
+	c.Event(ev)
 }
 
 // direct runs the tool with no plan: resolve, heal, run. With watch, the
