@@ -109,7 +109,7 @@ func (d *download) accept(resp *http.Response, src string) (int64, error) {
 	case http.StatusOK:
 		total := resp.ContentLength
 		if err := d.checkTotal(src, total); err != nil {
-			return 0, err
+			return 0, d.errorPage(resp.Body, src, err)
 		}
 		if d.off > 0 { // the server ignored the Range: this is the whole file again
 			if err := d.discard(); err != nil {
@@ -139,6 +139,19 @@ func (d *download) accept(resp *http.Response, src string) (int64, error) {
 		return 0, &restartError{reason: fmt.Sprintf("%s refused to resume from byte %d (416); starting over", src, d.off)}
 	}
 	return 0, statusError(resp, src, d.r.Token != "")
+}
+
+// errorPage looks at the first bytes of a source whose size is not the
+// manifest's: an error page (HTML, "Entry not found", a Git-LFS pointer)
+// is reported as what it is, not as a file to record with `guard manifest
+// pin`, and it leaves the other urls to try.
+func (d *download) errorPage(body io.Reader, src string, mismatch error) error {
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(body, head)
+	if err := d.sniff(head[:n], src); err != nil {
+		return err
+	}
+	return mismatch
 }
 
 // checkTotal compares the size a server announces with the manifest's.
@@ -272,7 +285,7 @@ func (d *download) fromFile(u *url.URL) error {
 		return fmt.Errorf("mirror %s is not a regular file", u.Path)
 	}
 	if err := d.checkTotal(u.String(), fi.Size()); err != nil {
-		return err
+		return d.errorPage(src, u.String(), err)
 	}
 	if d.off > 0 {
 		if err := d.discard(); err != nil {
