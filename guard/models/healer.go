@@ -144,6 +144,8 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		Token: h.Token, Client: h.Client, Progress: h.Stderr,
 		Backoff: h.FetchBackoff, StallTimeout: h.StallTimeout,
 		OnRetry: func(url string, attempt int, err error) {
+			// A Retry-After or a back-off can be long: say why nothing moves.
+			h.say("guard: download of %s: %v; trying again", name, err)
 			h.event(heallog.Event{Level: "warn", Event: "model.download", Tool: tool, Target: path,
 				Result: "retry", Attempt: attempt, Reason: err.Error()})
 		},
