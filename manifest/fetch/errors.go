@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,9 +44,18 @@ type MismatchError struct {
 }
 
 func (e *MismatchError) Error() string {
-	return fmt.Sprintf("%s serves a file whose %s is %s, but the manifest says %s: "+
-		"the manifest or the url is wrong; if this file is the one you want, record it with `guard manifest pin`",
+	s := fmt.Sprintf("%s serves a file whose %s is %s, but the manifest says %s: the manifest or the url is wrong",
 		e.URL, e.What, e.Got, e.Want)
+	// The file is not kept (a wrong file never stays under the model's
+	// name), so `guard manifest pin` alone has nothing to hash: say which
+	// line to change first.
+	switch _, err := strconv.ParseInt(e.Got, 10, 64); {
+	case e.What == "size" && err == nil:
+		return s + fmt.Sprintf("; if that file is the one you want, set size = %s in the manifest, then `guard heal` fetches it and `guard manifest pin` records its sha256", e.Got)
+	case e.What == "sha256":
+		return s + fmt.Sprintf("; if that file is the one you want, set sha256 = %q in the manifest (or empty it, `guard heal`, then `guard manifest pin`)", e.Got)
+	}
+	return s + "; if that file is the one you want, correct the manifest, `guard heal`, then `guard manifest pin`"
 }
 
 // ErrNoSpace is matched (errors.Is) by every out-of-space failure.
