@@ -9,6 +9,7 @@
 #   BENCH_STAT=cpu bench/shim-overhead.sh     # ratios of user+system time
 #   BENCH_KEEP=1 bench/shim-overhead.sh   # keep the temp dir (json, csv)
 #   BENCH_LOOP=1 bench/shim-overhead.sh   # the bash loop even with hyperfine
+#   BENCH_GUARD=/tmp/guard-x bench/shim-overhead.sh  # time this guard binary
 #
 # Uses hyperfine (apt-get install -y hyperfine) and falls back to a plain
 # bash loop timed with `date +%s%N` when it is missing.
@@ -47,7 +48,9 @@ echo "building in $root" >&2
 build "$out/minimal" ./bench/floor/minimal
 build "$out/zapfloor" ./bench/floor/zap
 have_guard=1
-if ! build "$out/guard" ./cmd/guard 2>"$tmp/guard-build.log"; then
+if [[ -n ${BENCH_GUARD:-} ]]; then
+	cp -- "$BENCH_GUARD" "$out/guard"
+elif ! build "$out/guard" ./cmd/guard 2>"$tmp/guard-build.log"; then
 	have_guard=
 	echo "guard does not build; timing the floors only:" >&2
 	sed 's/^/  /' "$tmp/guard-build.log" >&2
