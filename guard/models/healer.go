@@ -127,7 +127,7 @@ func (h *Healer) verify(tool string, m *manifest.Model, path string) (verify.Sta
 func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, path string, st verify.Status) error {
 	name := filepath.Base(path)
 	if len(m.URLs) == 0 {
-		return fmt.Errorf("model %s is %s and the manifest gives no urls to download it from", name, st)
+		return fmt.Errorf("model %s is %s and the manifest gives no urls to download it from", name, describeStatus(st))
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -137,7 +137,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		h.event(heallog.Event{Level: "error", Event: "model.download", Tool: tool, Target: path, Result: "failed", Reason: err.Error()})
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
-	h.say("guard: model %s is %s; downloading %s", name, st, describeSize(m.Size))
+	h.say("guard: model %s is %s; downloading %s", name, describeStatus(st), describeSize(m.Size))
 	start := time.Now()
 	res, err := fetch.Fetch(ctx, fetch.Request{
 		URLs: m.URLs, Dest: path, Size: m.Size, SHA256: m.SHA256,
@@ -215,8 +215,26 @@ func cmpDur(d, def time.Duration) time.Duration {
 }
 
 func describeSize(n int64) string {
-	if n <= 0 {
+	switch {
+	case n <= 0:
 		return "(size unknown)"
+	case n < 1e4:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1e6:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
 	}
 	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}
+
+// describeStatus words a status for a sentence "model X is ...".
+func describeStatus(st verify.Status) string {
+	switch st {
+	case verify.NotGGUF:
+		return "not a GGUF file"
+	case verify.HashMismatch:
+		return "not the pinned file (its sha256 differs)"
+	case verify.Truncated:
+		return "truncated (its size differs)"
+	}
+	return string(st)
 }
