@@ -1,16 +1,16 @@
 package guard
 
 import (
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/sandbox-guard/guard/guard/cache"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/guard/progress"
@@ -19,11 +19,13 @@ import (
 // StatusOptions are `guard status` flags.
 type StatusOptions struct {
 	JSON   bool
-	Events int
-	Since  time.Duration
+	Events int       // how many of the last heal events to show; 0 shows none
+	Since  time.Time // only events at or after this; zero means all
+	Colour bool      // colour the text report (the caller knows whether out is a terminal)
 }
 
 // Report is what `guard status --json` prints; the README documents it.
+// Every list is present (possibly empty), never null.
 type Report struct {
 	Healthy      bool             `json:"healthy"`
 	Manifest     string           `json:"manifest"`
@@ -35,7 +37,7 @@ type Report struct {
 	Packages     []PackageState   `json:"packages"`
 	Models       []ModelState     `json:"models"`
 	Auth         []AuthState      `json:"auth"`
-	Cache        cache.Stats      `json:"cache"`
+	Cache        CacheState       `json:"cache"`
 	LogPath      string           `json:"log"`
 	Events       []heallog.Record `json:"events"`
 }
@@ -48,13 +50,17 @@ type ShimState struct {
 }
 
 // ToolState is a tool's real target: "ok", "missing" or "broken".
+// Libraries are the shared libraries the target names (DT_NEEDED); a
+// broken target's Reason names the ones that do not resolve.
 type ToolState struct {
-	Name    string `json:"name"`
-	Target  string `json:"target,omitempty"`
-	State   string `json:"state"`
-	Reason  string `json:"reason,omitempty"`
-	Build   string `json:"build,omitempty"`
-	Package string `json:"package,omitempty"`
+	Name      string   `json:"name"`
+	Target    string   `json:"target,omitempty"`
+	State     string   `json:"state"`
+	Reason    string   `json:"reason,omitempty"`
+	Libraries []string `json:"libraries,omitempty"`
+	Static    bool     `json:"static,omitempty"`
+	Build     string   `json:"build,omitempty"`
+	Package   string   `json:"package,omitempty"`
 }
 
 // BuildState is a build recipe and whether its source folder is there.
@@ -93,29 +99,72 @@ type AuthState struct {
 	Hint  string `json:"hint,omitempty"`
 }
 
+// CacheState is the prompt cache's figures.
+type CacheState struct {
+	Entries      int     `json:"entries"`
+	Bytes        int64   `json:"bytes"`
+	Hits         int64   `json:"hits"`
+	Misses       int64   `json:"misses"`
+	SavedSeconds float64 `json:"saved_seconds"`
+}
+
 // Status gathers the report, prints it and says whether all is healthy.
 func Status(c *Config, out io.Writer, o StatusOptions) (bool, error) {
 	r := c.gather()
-	var since time.Time
-	if o.Since > 0 {
-		since = time.Now().Add(-o.Since)
+	if o.Events > 0 {
+		events, err := heallog.Read(c.LogPath, o.Events, o.Since)
+		if err != nil {
+			return false, fmt.Errorf("read heal log: %w", err)
+		}
+		r.Events = append(r.Events, events...)
 	}
-	events, err := heallog.Read(c.LogPath, o.Events, since)
-	if err != nil {
-		return false, fmt.Errorf("read heal log: %w", err)
-	}
-	r.Events = events
 	if o.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return r.Healthy, enc.Encode(r)
 	}
-	r.print(out, progress.IsTerminal(out))
+	p := &printer{colour: o.Colour, home: c.Home, showEvents: o.Events > 0}
+	p.print(out, r)
 	return r.Healthy, nil
 }
 
+// UseColour reports whether the text report to out should be coloured: only
+// on a terminal, and never when NO_COLOR is set or TERM is dumb.
+func UseColour(out io.Writer) bool {
+	return progress.IsTerminal(out) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+}
+
+// ParseSince reads a --since value: a duration back from now (30m, 2h, 1d)
+// or a local date or time (2026-08-01, 2026-08-01T15:04, RFC 3339).
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+			return now.AddDate(0, 0, -n), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("bad --since %q: want a duration (30m, 2h, 1d) or a time (2026-08-01, 2026-08-01T15:04)", s)
+}
+
 func (c *Config) gather() *Report {
-	r := &Report{Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c.ShimDir), LogPath: c.LogPath, Healthy: true}
+	r := &Report{
+		Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c.ShimDir), LogPath: c.LogPath, Healthy: true,
+		Shims: []ShimState{}, Tools: []ToolState{}, Builds: []BuildState{}, Packages: []PackageState{},
+		Models: []ModelState{}, Auth: []AuthState{}, Events: []heallog.Record{},
+	}
 	r.Shims = append(r.Shims, shimState(c.ShimDir, install.GuardName))
 	for _, name := range sortedKeys(c.M.Tools) {
 		r.Shims = append(r.Shims, shimState(c.ShimDir, name))
@@ -123,10 +172,12 @@ func (c *Config) gather() *Report {
 		ts := ToolState{Name: name, Build: tool.Build, Package: tool.Package, State: "ok"}
 		if path, err := c.resolve(tool); err != nil {
 			ts.State, ts.Reason = "missing", err.Error()
-		} else if why := c.checkBinary(path); why != "" {
-			ts.Target, ts.State, ts.Reason = path, "broken", why
 		} else {
 			ts.Target = path
+			ts.Libraries, ts.Static = linkage(path)
+			if why := c.checkBinary(path); why != "" {
+				ts.State, ts.Reason = "broken", why
+			}
 		}
 		r.Tools = append(r.Tools, ts)
 	}
@@ -144,19 +195,41 @@ func (c *Config) gather() *Report {
 	for _, name := range sortedKeys(c.M.Auth) {
 		r.Auth = append(r.Auth, c.authState(c.M.Auth[name]))
 	}
-	r.Cache, _ = c.cacheStore().Stats()
-	for _, s := range r.Shims {
-		r.Healthy = r.Healthy && s.State == "ok"
+	if st, err := c.cacheStore().Stats(); err == nil {
+		r.Cache = CacheState{Entries: st.Entries, Bytes: st.Bytes, Hits: st.Hits, Misses: st.Misses, SavedSeconds: st.SavedSeconds}
 	}
-	for _, t := range r.Tools {
-		r.Healthy = r.Healthy && t.State == "ok"
-	}
-	for _, m := range r.Models {
-		r.Healthy = r.Healthy && (m.State == "ok" || m.State == "unverified")
-	}
-	r.Healthy = r.Healthy && r.ShimDirFirst
+	r.Healthy = len(r.needsHealing()) == 0
 	return r
 }
+
+// needsHealing names what keeps the report from being healthy: a shim that
+// is not ok, a tool missing or broken, a model a call could not use, or the
+// shim folder not first in PATH. Missing packages and auth never count:
+// packages are installed when a heal needs them, auth never blocks a call.
+func (r *Report) needsHealing() []string {
+	var out []string
+	if !r.ShimDirFirst {
+		out = append(out, "PATH order")
+	}
+	for _, s := range r.Shims {
+		if s.State != "ok" {
+			out = append(out, "shim "+s.Name)
+		}
+	}
+	for _, t := range r.Tools {
+		if t.State != "ok" {
+			out = append(out, "tool "+t.Name)
+		}
+	}
+	for _, m := range r.Models {
+		if !modelUsable(m.State) {
+			out = append(out, "model "+m.File)
+		}
+	}
+	return out
+}
+
+func modelUsable(state string) bool { return state == "ok" || state == "unverified" }
 
 func shimState(dir, name string) ShimState {
 	p := filepath.Join(dir, name)
@@ -178,6 +251,26 @@ func shimState(dir, name string) ShimState {
 	return ShimState{name, "ok"}
 }
 
+// linkage reads the shared libraries an ELF file names. A script or a file
+// that cannot be read has none and is not static: there is nothing to say.
+func linkage(path string) (libs []string, static bool) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	libs, _ = f.ImportedLibraries()
+	if len(libs) > 0 {
+		return libs, false
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return nil, false
+		}
+	}
+	return nil, true
+}
+
 func onPath(cmd string) bool {
 	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
 		if fi, err := os.Stat(filepath.Join(dir, cmd)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
@@ -185,116 +278,4 @@ func onPath(cmd string) bool {
 		}
 	}
 	return false
-}
-
-// print writes the report for a person: grouped, aligned, coloured on a
-// terminal, plain text otherwise.
-func (r *Report) print(out io.Writer, colour bool) {
-	mark := func(ok bool, word string) string {
-		if !colour {
-			return word
-		}
-		if ok {
-			return "\x1b[32m" + word + "\x1b[0m"
-		}
-		return "\x1b[31m" + word + "\x1b[0m"
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	section := func(title string) { fmt.Fprintf(tw, "\n%s\n", title) }
-	overall := "healthy"
-	if !r.Healthy {
-		overall = "needs healing (guard heal)"
-	}
-	fmt.Fprintf(tw, "guard: %s\n", mark(r.Healthy, overall))
-	fmt.Fprintf(tw, "manifest\t%s\n", r.Manifest)
-	section("shims")
-	first := "yes"
-	if !r.ShimDirFirst {
-		first = "no: export PATH=\"" + r.ShimDir + ":$PATH\""
-	}
-	fmt.Fprintf(tw, "  folder\t%s\tfirst in PATH: %s\n", r.ShimDir, mark(r.ShimDirFirst, first))
-	for _, s := range r.Shims {
-		fmt.Fprintf(tw, "  %s\t%s\t\n", s.Name, mark(s.State == "ok", s.State))
-	}
-	section("tools")
-	for _, t := range r.Tools {
-		detail := t.Target
-		if t.Reason != "" {
-			detail = t.Reason
-		}
-		heal := ""
-		if t.Build != "" {
-			heal = "build " + t.Build
-		} else if t.Package != "" {
-			heal = "package " + t.Package
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.Name, mark(t.State == "ok", t.State), oneLine(detail), heal)
-	}
-	if len(r.Builds) > 0 {
-		section("builds")
-		for _, b := range r.Builds {
-			src := "source present"
-			if !b.DirExists {
-				src = "source missing"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\tlog %s\n", b.Name, b.Dir, mark(b.DirExists, src), b.Log)
-		}
-	}
-	if len(r.Packages) > 0 {
-		section("packages")
-		for _, p := range r.Packages {
-			state := "present"
-			if !p.Present {
-				state = "missing (installed when a heal needs it)"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Command, p.Package, mark(p.Present, state))
-		}
-	}
-	if len(r.Models) > 0 {
-		section("models")
-		for _, m := range r.Models {
-			ok := m.State == "ok" || m.State == "unverified"
-			extra := fmt.Sprintf("%d/%d bytes", m.OnDisk, m.Size)
-			if !m.RetryAfter.IsZero() {
-				extra += fmt.Sprintf("; last heal failed (%s), retried after %s or by guard heal", m.Reason, m.RetryAfter.Format(time.Kitchen))
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m.File, m.Role, mark(ok, m.State), extra)
-		}
-	}
-	if len(r.Auth) > 0 {
-		section("auth")
-		for _, a := range r.Auth {
-			state := "ok " + a.Found
-			if !a.OK {
-				state = "missing: " + a.Hint
-			}
-			fmt.Fprintf(tw, "  %s\t%s\n", a.Name, mark(a.OK, state))
-		}
-	}
-	section("cache")
-	fmt.Fprintf(tw, "  %d entries, %d bytes, %d hits, %d misses, %.1fs saved\n", r.Cache.Entries, r.Cache.Bytes, r.Cache.Hits, r.Cache.Misses, r.Cache.SavedSeconds)
-	section("heal events (" + r.LogPath + ")")
-	if len(r.Events) == 0 {
-		fmt.Fprintln(tw, "  none")
-	}
-	for _, e := range r.Events {
-		dur := ""
-		if e.DurationMS > 0 {
-			dur = (time.Duration(e.DurationMS) * time.Millisecond).String()
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", e.TS.Local().Format("15:04:05"), e.Event, e.Tool, oneLine(firstOf(e.Target, e.Reason)), e.Result, dur)
-	}
-	tw.Flush()
-}
-
-func firstOf(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func oneLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -34,7 +35,7 @@ func runApp(args []string) int {
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:                 "guard",
 		Usage:                "keep agent sandbox scripts from hanging: heal evicted tools and models, force non-interactive flags, enforce time budgets",
 		Version:              versionString(),
@@ -45,7 +46,50 @@ func newApp() *cli.App {
 			installCommand, uninstallCommand, statusCommand, healCommand, execCommand,
 			askCommand, cacheCommand, manifestCommand, completionCommand,
 		},
+		OnUsageError: usageError("guard"),
+		Action:       rootAction,
 	}
+	for _, cmd := range app.Commands {
+		strict(cmd, "guard "+cmd.Name)
+	}
+	return app
+}
+
+// usage is a command's UsageText: its synopsis and one example to copy.
+func usage(synopsis, example string) string {
+	return synopsis + "\n\nexample:\n   " + example
+}
+
+// strict makes a bad flag on cmd (and its subcommands) a short error with
+// exit status 2 instead of a page of help, and hides the help subcommand
+// that urfave/cli would add next to real ones.
+func strict(cmd *cli.Command, fullName string) {
+	cmd.OnUsageError = usageError(fullName)
+	cmd.HideHelpCommand = true
+	for _, sub := range cmd.Subcommands {
+		strict(sub, fullName+" "+sub.Name)
+	}
+}
+
+func usageError(fullName string) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return cli.Exit(fmt.Sprintf("%v; see %s --help", err, fullName), 2)
+	}
+}
+
+// rootAction runs for `guard` with no command (help) or a word that names
+// no command (exit 2). `guard help CMD` still works as CMD --help.
+func rootAction(ctx *cli.Context) error {
+	args := ctx.Args()
+	switch {
+	case args.Len() == 0:
+		return cli.ShowAppHelp(ctx)
+	case args.First() == "help" && args.Len() > 1:
+		return cli.ShowCommandHelp(ctx, args.Get(1))
+	case args.First() == "help":
+		return cli.ShowAppHelp(ctx)
+	}
+	return cli.Exit(fmt.Sprintf("%q is not a guard command; see guard --help", args.First()), 2)
 }
 
 func versionString() string {
@@ -76,7 +120,7 @@ func config() (*guard.Config, error) {
 var installCommand = &cli.Command{
 	Name:      "install",
 	Usage:     "put guard first in PATH: copy it to the shim folder and link every manifest tool to it",
-	UsageText: "guard install [--shim-dir D] [--no-rc] [--force]\n\nexample:\n   guard install && export PATH=\"$HOME/.shim:$PATH\"",
+	UsageText: usage("guard install [--shim-dir D] [--no-rc] [--force]", "guard install && export PATH=\"$HOME/.shim:$PATH\""),
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "shim-dir", Usage: "where the shims go", EnvVars: []string{"GUARD_SHIM_DIR"}},
 		&cli.BoolFlag{Name: "no-rc", Usage: "do not add the PATH block to ~/.bashrc and ~/.profile"},
@@ -98,7 +142,7 @@ var installCommand = &cli.Command{
 var uninstallCommand = &cli.Command{
 	Name:      "uninstall",
 	Usage:     "remove the shim links, guard's copy and the PATH block; models, cache and log stay",
-	UsageText: "guard uninstall\n\nexample:\n   guard uninstall",
+	UsageText: usage("guard uninstall", "guard uninstall"),
 	Action: func(ctx *cli.Context) error {
 		c, err := config()
 		if err != nil {
@@ -112,20 +156,28 @@ var uninstallCommand = &cli.Command{
 var statusCommand = &cli.Command{
 	Name:      "status",
 	Usage:     "show shims, real targets, builds, packages, models, auth, cache and the last heal events; exit 1 when something needs healing",
-	UsageText: "guard status [--json] [--events N] [--since 1h]\n\nexample:\n   guard status --events 20",
+	UsageText: usage("guard status [--json] [--events N] [--since 1h]", "guard status --events 20 --since 2h"),
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in the README)"},
-		&cli.IntFlag{Name: "events", Value: 10, Usage: "how many heal events to show"},
-		&cli.DurationFlag{Name: "since", Usage: "only events newer than this (e.g. 30m)"},
+		&cli.IntFlag{Name: "events", Value: 10, Usage: "how many of the last heal events to show (0: none)"},
+		&cli.StringFlag{Name: "since", Usage: "only events newer than a duration (30m, 2h, 1d) or a time (2026-08-01T15:04)"},
 	},
 	Action: func(ctx *cli.Context) error {
+		since, err := guard.ParseSince(ctx.String("since"), time.Now())
+		if err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+		if ctx.Int("events") < 0 {
+			return cli.Exit("--events must be 0 or more", 2)
+		}
 		c, err := config()
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		c.Repair()
-		healthy, err := guard.Status(c, os.Stdout, guard.StatusOptions{JSON: ctx.Bool("json"), Events: ctx.Int("events"), Since: ctx.Duration("since")})
+		o := guard.StatusOptions{JSON: ctx.Bool("json"), Events: ctx.Int("events"), Since: since, Colour: guard.UseColour(os.Stdout)}
+		healthy, err := guard.Status(c, os.Stdout, o)
 		if err != nil {
 			return cli.Exit(err.Error(), 125)
 		}
@@ -139,7 +191,7 @@ var statusCommand = &cli.Command{
 var healCommand = &cli.Command{
 	Name:      "heal",
 	Usage:     "heal everything now (or the named tools and models): shims, packages, builds, models, auth",
-	UsageText: "guard heal [NAME...]\n\nexample:\n   guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf",
+	UsageText: usage("guard heal [NAME...]", "guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
 	Action: func(ctx *cli.Context) error {
 		c, err := config()
 		if err != nil {
@@ -157,10 +209,13 @@ var healCommand = &cli.Command{
 var execCommand = &cli.Command{
 	Name:            "exec",
 	Usage:           "run NAME exactly as its shim would",
-	UsageText:       "guard exec NAME -- ARGS...\n\nexample:\n   guard exec npx -- cowsay hi",
+	UsageText:       usage("guard exec NAME -- ARGS...", "guard exec npx -- cowsay hi"),
 	SkipFlagParsing: true,
 	Action: func(ctx *cli.Context) error {
 		args := ctx.Args().Slice()
+		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
+			return cli.ShowSubcommandHelp(ctx) // flags are not parsed here, so --help arrives as an argument
+		}
 		if len(args) == 0 {
 			return cli.Exit("exec needs a tool name: guard exec NAME -- ARGS...", 2)
 		}
@@ -178,7 +233,7 @@ var execCommand = &cli.Command{
 var askCommand = &cli.Command{
 	Name:      "ask",
 	Usage:     "ask the local model swarm: a short casual prompt goes to SCOUT alone, anything else to every role in parallel",
-	UsageText: "guard ask [--json] [--role R] PROMPT\n\nexample:\n   guard ask \"what is a GGUF file?\"",
+	UsageText: usage("guard ask [--json] [--role R] PROMPT", "guard ask \"what is a GGUF file?\""),
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "json", Usage: "one JSON object per role"},
 		&cli.StringFlag{Name: "role", Usage: "ask only this swarm role"},
@@ -201,11 +256,12 @@ var askCommand = &cli.Command{
 var cacheCommand = &cli.Command{
 	Name:      "cache",
 	Usage:     "prompt cache figures, or empty it",
-	UsageText: "guard cache stats | guard cache clear\n\nexample:\n   guard cache stats",
+	UsageText: usage("guard cache stats | guard cache clear", "guard cache stats"),
 	Subcommands: []*cli.Command{
 		{
-			Name:  "stats",
-			Usage: "entries, bytes, hits, misses and seconds saved",
+			Name:      "stats",
+			Usage:     "entries, bytes, hits, misses and seconds saved",
+			UsageText: usage("guard cache stats", "guard cache stats"),
 			Action: func(ctx *cli.Context) error {
 				c, err := config()
 				if err != nil {
@@ -216,8 +272,9 @@ var cacheCommand = &cli.Command{
 			},
 		},
 		{
-			Name:  "clear",
-			Usage: "remove every cached answer",
+			Name:      "clear",
+			Usage:     "remove every cached answer",
+			UsageText: usage("guard cache clear", "guard cache clear"),
 			Action: func(ctx *cli.Context) error {
 				c, err := config()
 				if err != nil {
@@ -233,19 +290,20 @@ var cacheCommand = &cli.Command{
 var manifestCommand = &cli.Command{
 	Name:      "manifest",
 	Usage:     "validate, print or pin the manifest",
-	UsageText: "guard manifest check [FILE] | guard manifest show | guard manifest pin\n\nexample:\n   guard manifest check ~/.config/guard/manifest.toml",
+	UsageText: usage("guard manifest check [FILE] | guard manifest show | guard manifest pin", "guard manifest check ~/.config/guard/manifest.toml"),
 	Subcommands: []*cli.Command{
 		{
 			Name:      "check",
 			Usage:     "validate a manifest (default: the effective one); errors name the file and line",
-			UsageText: "guard manifest check [FILE]",
+			UsageText: usage("guard manifest check [FILE]", "guard manifest check my-manifest.toml"),
 			Action: func(ctx *cli.Context) error {
 				return exitErr(guard.ManifestCheck(os.Stdout, ctx.Args().First()), 125)
 			},
 		},
 		{
-			Name:  "show",
-			Usage: "print the effective manifest",
+			Name:      "show",
+			Usage:     "print the effective manifest",
+			UsageText: usage("guard manifest show", "guard manifest show > my-manifest.toml"),
 			Action: func(ctx *cli.Context) error {
 				c, err := config()
 				if err != nil {
@@ -256,8 +314,9 @@ var manifestCommand = &cli.Command{
 			},
 		},
 		{
-			Name:  "pin",
-			Usage: "hash every model that passes size and header and write its sha256 into the user manifest",
+			Name:      "pin",
+			Usage:     "hash every model that passes size and header and write its sha256 into the user manifest",
+			UsageText: usage("guard manifest pin", "guard heal && guard manifest pin"),
 			Action: func(ctx *cli.Context) error {
 				c, err := config()
 				if err != nil {
@@ -273,13 +332,15 @@ var manifestCommand = &cli.Command{
 var completionCommand = &cli.Command{
 	Name:      "completion",
 	Usage:     "print the shell completion script (bash or zsh)",
-	UsageText: "guard completion bash > /etc/bash_completion.d/guard\n\nexample:\n   source <(guard completion bash)",
+	UsageText: usage("guard completion bash|zsh", "source <(guard completion bash)"),
 	Action: func(ctx *cli.Context) error {
 		switch ctx.Args().First() {
+		case "", "bash":
+			fmt.Print(bashCompletion)
 		case "zsh":
 			fmt.Print(zshCompletion)
 		default:
-			fmt.Print(bashCompletion)
+			return cli.Exit(fmt.Sprintf("no completion for %q: use bash or zsh", ctx.Args().First()), 2)
 		}
 		return nil
 	},

@@ -1,0 +1,254 @@
+package guard
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// printer writes the status report for a person: one screen, grouped,
+// aligned, coloured on a terminal, paths under HOME written as ~/.
+type printer struct {
+	colour     bool
+	home       string
+	showEvents bool
+}
+
+const (
+	green  = "\x1b[32m"
+	yellow = "\x1b[33m"
+	red    = "\x1b[31m"
+	bold   = "\x1b[1m"
+	reset  = "\x1b[0m"
+)
+
+func (p *printer) paint(code, s string) string {
+	if !p.colour {
+		return s
+	}
+	// Every painted cell, even an empty one, carries the same nine bytes of
+	// escapes, so tabwriter still aligns a column that is painted throughout.
+	return code + s + reset
+}
+
+// mark colours a state word: green when fine, red when it needs healing.
+func (p *printer) mark(ok bool, s string) string {
+	if ok {
+		return p.paint(green, s)
+	}
+	return p.paint(red, s)
+}
+
+// tilde writes a path under HOME as ~/..., which is shorter and the same
+// on every machine.
+func (p *printer) tilde(path string) string {
+	if p.home == "" || p.home == "/" {
+		return path
+	}
+	if path == p.home {
+		return "~"
+	}
+	if rest, ok := strings.CutPrefix(path, p.home+"/"); ok {
+		return "~/" + rest
+	}
+	return path
+}
+
+// tildeAll applies tilde to every path-looking word of a message.
+func (p *printer) tildeAll(s string) string {
+	if p.home == "" || p.home == "/" {
+		return s
+	}
+	return strings.ReplaceAll(s, p.home+"/", "~/")
+}
+
+func (p *printer) print(out io.Writer, r *Report) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	section := func(title string) { fmt.Fprintf(tw, "\n%s\n", p.paint(bold, title)) }
+
+	if todo := r.needsHealing(); len(todo) > 0 {
+		fmt.Fprintf(tw, "guard: %s: %s; run guard heal\n", p.mark(false, "needs healing"), strings.Join(todo, ", "))
+	} else {
+		fmt.Fprintf(tw, "guard: %s\n", p.mark(true, "healthy"))
+	}
+	fmt.Fprintf(tw, "manifest: %s\n", p.tilde(r.Manifest))
+
+	first := "yes"
+	if !r.ShimDirFirst {
+		first = "no; run: export PATH=\"" + r.ShimDir + ":$PATH\""
+	}
+	section("shims (" + p.tilde(r.ShimDir) + ", first in PATH: " + p.mark(r.ShimDirFirst, first) + ")")
+	for _, s := range r.Shims {
+		what := "-> guard"
+		if s.Name == "guard" {
+			what = "guard's own copy"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, p.mark(s.State == "ok", s.State), what)
+	}
+
+	section("tools")
+	for _, t := range r.Tools {
+		detail := p.tilde(t.Target)
+		if libs := libraries(t); libs != "" {
+			detail += " (" + libs + ")"
+		}
+		if t.Reason != "" {
+			detail = p.tildeAll(oneLine(t.Reason))
+		}
+		heal := ""
+		if t.Build != "" {
+			heal = "build " + t.Build
+		} else if t.Package != "" {
+			heal = "package " + t.Package
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.Name, p.mark(t.State == "ok", t.State), detail, heal)
+	}
+
+	if len(r.Builds) > 0 {
+		section("builds")
+		for _, b := range r.Builds {
+			src := "source present"
+			if !b.DirExists {
+				src = "source missing"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\tlog %s\n", b.Name, p.tilde(b.Dir), p.mark(b.DirExists, src), p.tilde(b.Log))
+		}
+	}
+
+	if len(r.Packages) > 0 {
+		section("packages")
+		for _, pk := range r.Packages {
+			state := p.paint(green, "present")
+			if !pk.Present {
+				state = p.paint(yellow, "missing (installed when a heal needs it)")
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", pk.Command, pk.Package, state)
+		}
+	}
+
+	if len(r.Models) > 0 {
+		dir := modelsDir(r.Models)
+		if dir != "" {
+			section("models (" + p.tilde(dir) + ")")
+		} else {
+			section("models")
+		}
+		for _, m := range r.Models {
+			name := m.File
+			if dir == "" {
+				name = p.tilde(m.Path)
+			}
+			state := p.mark(modelUsable(m.State), m.State)
+			if m.State == "unverified" {
+				state = p.paint(yellow, m.State)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", name, m.Role, state, p.modelDetail(m))
+		}
+	}
+
+	if len(r.Auth) > 0 {
+		section("auth")
+		for _, a := range r.Auth {
+			state := p.paint(green, "ok") + " " + p.tilde(a.Found)
+			if !a.OK {
+				state = p.paint(yellow, "missing") + " (never blocks a call): " + a.Hint
+			}
+			fmt.Fprintf(tw, "  %s\t%s\n", a.Name, state)
+		}
+	}
+
+	section("cache")
+	fmt.Fprintf(tw, "  %d entries, %s, %d hits, %d misses, %.1fs saved\n", r.Cache.Entries, humanBytes(r.Cache.Bytes), r.Cache.Hits, r.Cache.Misses, r.Cache.SavedSeconds)
+
+	if p.showEvents {
+		section("heal events (" + p.tilde(r.LogPath) + ")")
+		if len(r.Events) == 0 {
+			fmt.Fprintln(tw, "  none")
+		}
+		for _, e := range r.Events {
+			dur := ""
+			if e.DurationMS > 0 {
+				dur = (time.Duration(e.DurationMS) * time.Millisecond).Round(time.Millisecond).String()
+			}
+			result := p.mark(e.Result == "" || e.Result == "ok", e.Result)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", when(e.TS), e.Event, e.Tool, p.tildeAll(oneLine(firstOf(e.Target, e.Reason))), result, dur)
+		}
+	}
+	tw.Flush()
+}
+
+// when writes an event's time syslog-style, with the date: the log
+// outlives sessions, and one width keeps the columns still.
+func when(ts time.Time) string { return ts.Local().Format("Jan 02 15:04:05") }
+
+func (p *printer) modelDetail(m ModelState) string {
+	var s string
+	switch {
+	case modelUsable(m.State) || m.State == "stale" || m.State == "hash-mismatch":
+		s = humanBytes(m.Size)
+	case m.State == "missing":
+		s = "needs " + humanBytes(m.Size)
+	default:
+		s = humanBytes(m.OnDisk) + " of " + humanBytes(m.Size)
+	}
+	if !m.RetryAfter.IsZero() {
+		s += fmt.Sprintf("; last heal failed (%s), retried after %s or by guard heal", oneLine(m.Reason), m.RetryAfter.Local().Format("15:04:05"))
+	}
+	return s
+}
+
+// libraries says how a healthy target links: "static", "1 library", "3
+// libraries" (every one resolved, or the tool would be broken).
+func libraries(t ToolState) string {
+	switch {
+	case t.Static:
+		return "static"
+	case len(t.Libraries) == 1:
+		return "1 library"
+	case len(t.Libraries) > 1:
+		return fmt.Sprintf("%d libraries", len(t.Libraries))
+	}
+	return ""
+}
+
+// modelsDir is the folder every model lives in, or "" when they differ.
+func modelsDir(ms []ModelState) string {
+	dir := filepath.Dir(ms[0].Path)
+	for _, m := range ms[1:] {
+		if filepath.Dir(m.Path) != dir {
+			return ""
+		}
+	}
+	return dir
+}
+
+// humanBytes writes n in B, KiB, MiB or GiB with one decimal.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, suffix := float64(n)/unit, "KiB"
+	for _, s := range []string{"MiB", "GiB", "TiB"} {
+		if v < unit {
+			break
+		}
+		v, suffix = v/unit, s
+	}
+	return fmt.Sprintf("%.1f %s", v, suffix)
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func oneLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
