@@ -82,21 +82,13 @@ func (c *Config) llamaCall(ctx context.Context, tool *manifest.Tool, args []stri
 	if err != nil {
 		return c.direct(ctx, tool, args, o, true)
 	}
-	key, store := c.cacheKey(tool, attempts[0], in.PromptFileText)
-	if store != nil {
-		if e, ok, _ := store.Get(key); ok {
-			o.W.Write(e.Stdout)
-			o.Cached, o.Model = true, filepath.Base(modelPath)
-			c.Event(heallog.Event{Event: "cache.hit", Tool: tool.Name, Target: modelPath, Bytes: int64(len(e.Stdout)), Result: "ok"})
-			return 0
-		}
-	}
-	return c.runAttempts(ctx, tool.Name, attempts, store, key, o)
+	return c.runAttempts(ctx, tool.Name, attempts, c.promptCache(tool, in.PromptFileText), o)
 }
 
 // runAttempts runs the plan: the first attempt, then each later one whose
-// trigger matches how the one before ended, all within the budget cap.
-func (c *Config) runAttempts(ctx context.Context, name string, attempts []shims.Attempt, store *cache.Store, key string, o *llamaIO) int {
+// trigger matches how the one before ended, all within the budget cap. An
+// attempt the prompt cache can answer is not run.
+func (c *Config) runAttempts(ctx context.Context, name string, attempts []shims.Attempt, pc *promptCache, o *llamaIO) int {
 	limit := c.capFor()
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -112,18 +104,26 @@ func (c *Config) runAttempts(ctx context.Context, name string, attempts []shims.
 			lines = append(lines, fmt.Sprintf("%s: not run: the call's cap of %s was used up", a.Tool, limit))
 			break
 		}
+		if i > 0 {
+			c.Event(heallog.Event{Level: "warn", Event: "fallback", Tool: name, Target: a.Tool + " " + filepath.Base(a.Model), Reason: after.String(), Attempt: ran + 1})
+			c.Say("%s: trying %s with %s (%s)", name, a.Tool, filepath.Base(a.Model), after)
+		}
+		if e, ok := c.cachedAnswer(pc, name, a, ran+1); ok {
+			o.W.Write(e.Stdout)
+			o.Cached, o.Model = true, filepath.Base(a.Model)
+			if i > 0 {
+				c.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran + 1, Reason: "answered from the prompt cache for " + a.Tool + " " + filepath.Base(a.Model)})
+			}
+			return 0
+		}
 		ran++
 		o.Attempts, o.Model = ran, filepath.Base(a.Model)
 		if i == 0 && len(a.Dropped) > 0 {
 			// -i/-if without a terminal: they would wait on stdin for good.
 			c.Event(heallog.Event{Event: "preflight", Tool: name, Reason: "flags that would wait on stdin with no terminal, dropped: " + strings.Join(a.Dropped, " "), Attempt: ran})
 		}
-		if i > 0 {
-			c.Event(heallog.Event{Level: "warn", Event: "fallback", Tool: name, Target: a.Tool + " " + filepath.Base(a.Model), Reason: after.String(), Attempt: ran})
-			c.Say("%s: trying %s with %s (%s)", name, a.Tool, filepath.Base(a.Model), after)
-			if len(a.Dropped) > 0 {
-				c.Event(heallog.Event{Event: "fallback", Tool: a.Tool, Reason: "flags this attempt cannot pass on: " + strings.Join(a.Dropped, " "), Attempt: ran})
-			}
+		if i > 0 && len(a.Dropped) > 0 {
+			c.Event(heallog.Event{Event: "fallback", Tool: a.Tool, Reason: "flags this attempt cannot pass on: " + strings.Join(a.Dropped, " "), Attempt: ran})
 		}
 		// A call with fallbacks prints only an answer that proved good, the
 		// last attempt's too: one that ends in exit 2 leaves stdout empty, so
@@ -139,9 +139,7 @@ func (c *Config) runAttempts(ctx context.Context, name string, attempts []shims.
 			if live == nil {
 				o.W.Write(res.Stdout)
 			}
-			if store != nil {
-				c.storeAnswer(store, key, name, res)
-			}
+			c.storeAnswer(pc, name, a, res)
 			if ran > 1 {
 				c.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran, Reason: "answered by " + a.Tool + " " + filepath.Base(a.Model)})
 			}
@@ -212,17 +210,6 @@ func (c *Config) attempt(ctx context.Context, name string, n int, a shims.Attemp
 		return res, "killed by signal " + strconv.Itoa(int(res.Signal))
 	}
 	return res, res.Outcome.String()
-}
-
-// storeAnswer caches a good answer and logs what became of it: an answer
-// larger than the whole cache, or a cache folder guard cannot write, is not
-// stored, and the log must not say it was.
-func (c *Config) storeAnswer(store *cache.Store, key, name string, res runner.Result) {
-	ev := heallog.Event{Event: "cache.store", Tool: name, Bytes: int64(len(res.Stdout)), Result: "ok"}
-	if err := store.Put(key, cache.Entry{Stdout: res.Stdout, Seconds: res.Elapsed.Seconds()}); err != nil {
-		ev.Level, ev.Result, ev.Reason = "warn", "skipped", err.Error()
-	}
-	c.Event(ev)
 }
 
 // direct runs the tool with no plan: resolve, heal, run. With watch, the
@@ -306,32 +293,79 @@ func timeoutOverride() time.Duration {
 	return 0
 }
 
-// cacheKey returns the prompt-cache key of the call's first attempt and the
-// store, or a nil store when caching is off for this call.
-func (c *Config) cacheKey(tool *manifest.Tool, first shims.Attempt, fileText string) (string, *cache.Store) {
-	if os.Getenv("GUARD_CACHE") == "off" || (tool.Cache != nil && !*tool.Cache) || first.Model == "" {
-		return "", nil
+// promptCache is the prompt cache as one llama call uses it, or nil when
+// caching is off for the call (GUARD_CACHE=off, the tool's cache = false).
+// Each attempt has its own key, so a stored answer is always what that
+// attempt's tool and model printed: a repeat is answered for the attempt
+// that answered before, after the attempts that failed before are tried
+// again, and the answer names the model it really came from.
+type promptCache struct {
+	store    *cache.Store
+	fileText string // text of the call's -f file, part of every key
+}
+
+func (c *Config) promptCache(tool *manifest.Tool, fileText string) *promptCache {
+	if os.Getenv("GUARD_CACHE") == "off" || (tool.Cache != nil && !*tool.Cache) {
+		return nil
+	}
+	return &promptCache{store: c.cacheStore(), fileText: fileText}
+}
+
+// cachedAnswer looks attempt a up and logs a hit.
+func (c *Config) cachedAnswer(pc *promptCache, name string, a shims.Attempt, n int) (cache.Entry, bool) {
+	key := c.cacheKey(pc, a)
+	if key == "" {
+		return cache.Entry{}, false
+	}
+	e, ok, _ := pc.store.Get(key)
+	if ok {
+		c.Event(heallog.Event{Event: "cache.hit", Tool: name, Target: a.Model, Bytes: int64(len(e.Stdout)), Result: "ok", Attempt: n})
+	}
+	return e, ok
+}
+
+// storeAnswer caches attempt a's good answer and logs what became of it: an
+// answer larger than the whole cache, or a cache folder guard cannot write,
+// is not stored, and the log must not say it was.
+func (c *Config) storeAnswer(pc *promptCache, name string, a shims.Attempt, res runner.Result) {
+	// The key is made again: a heal may have replaced the model meanwhile.
+	key := c.cacheKey(pc, a)
+	if key == "" {
+		return
+	}
+	ev := heallog.Event{Event: "cache.store", Tool: name, Target: a.Model, Bytes: int64(len(res.Stdout)), Result: "ok"}
+	if err := pc.store.Put(key, cache.Entry{Stdout: res.Stdout, Seconds: res.Elapsed.Seconds()}); err != nil {
+		ev.Level, ev.Result, ev.Reason = "warn", "skipped", err.Error()
+	}
+	c.Event(ev)
+}
+
+// cacheKey returns attempt a's prompt-cache key, or "" when it has none
+// (caching off, no model, a model that cannot be read).
+func (c *Config) cacheKey(pc *promptCache, a shims.Attempt) string {
+	if pc == nil || a.Model == "" {
+		return ""
 	}
 	var pinned string
-	if m := c.M.ModelByFile(filepath.Base(first.Model)); m != nil {
+	if m := c.M.ModelByFile(filepath.Base(a.Model)); m != nil {
 		pinned = m.SHA256
 	}
-	id, err := cache.ModelID(first.Model, pinned)
+	id, err := cache.ModelID(a.Model, pinned)
 	if err != nil {
-		return "", nil
+		return ""
 	}
-	args := make([]string, len(first.Args))
-	for i, a := range first.Args {
-		if a == first.Model {
-			a = "model:" + id // the same model anywhere on disk is the same answer
+	args := make([]string, len(a.Args))
+	for i, arg := range a.Args {
+		if arg == a.Model {
+			arg = "model:" + id // the same model anywhere on disk is the same answer
 		}
-		args[i] = a
+		args[i] = arg
 	}
-	in := cache.KeyInput{Tool: first.Tool, ModelID: id, Args: args}
-	if fileText != "" {
-		in.FileText = []byte(fileText)
+	in := cache.KeyInput{Tool: a.Tool, ModelID: id, Args: args}
+	if pc.fileText != "" {
+		in.FileText = []byte(pc.fileText)
 	}
-	return cache.Key(in), c.cacheStore()
+	return cache.Key(in)
 }
 
 func absPath(p string) string {
