@@ -127,10 +127,11 @@ func (c *Config) runAttempts(ctx context.Context, name string, attempts []shims.
 		}
 		// A call with fallbacks prints only an answer that proved good, the
 		// last attempt's too: one that ends in exit 2 leaves stdout empty, so
-		// a script never takes half an answer for one. A call with no
-		// fallback streams, as the tool would without guard.
+		// a script never takes half an answer for one. A shim call with no
+		// fallback streams, as the tool would without guard; a swarm role
+		// never does, since its text is the answer or nothing.
 		var live io.Writer
-		if len(attempts) == 1 {
+		if len(attempts) == 1 && !o.NoDirect {
 			live = o.W
 		}
 		res, why := c.attempt(ctx, name, ran, a, live)
