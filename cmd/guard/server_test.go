@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -45,9 +46,13 @@ func init() {
 	scriptCmds["sentbytes"] = cmdSentBytes
 	scriptCmds["sha256env"] = cmdSHA256Env
 	scriptCmds["waitsize"] = cmdWaitSize
+	scriptCmds["tmpfs"] = cmdTmpfs
 }
 
 type serverKey struct{}
+
+// testKey holds the script's testing.T, so a command can skip the script.
+type testKey struct{}
 
 type modelServer struct {
 	logPath string
@@ -67,6 +72,7 @@ func startModelServer(e *testscript.Env) error {
 	}
 	srv := httptest.NewServer(s)
 	e.Values[serverKey{}] = s
+	e.Values[testKey{}] = e.T()
 	e.Setenv("SERVER", srv.URL)
 	e.Defer(func() {
 		close(s.quit)
@@ -315,4 +321,33 @@ func cmdWaitSize(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	ts.Fatalf("%s did not reach %d bytes within %s", args[0], min, limit)
+}
+
+// tmpfs DIR SIZE: mount a tmpfs of SIZE (e.g. 256k) on DIR, a disk that
+// fills up, until the script ends. The script is skipped when mounting is
+// not allowed (not root, or a sandbox that refuses mounts).
+func cmdTmpfs(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 || neg {
+		ts.Fatalf("usage: tmpfs DIR SIZE")
+	}
+	t, _ := ts.Value(testKey{}).(testscript.T)
+	skip := func(why string) {
+		if t == nil {
+			ts.Fatalf("%s", why)
+		}
+		t.Skip(why)
+	}
+	if os.Geteuid() != 0 {
+		skip("mounting a small tmpfs needs root")
+	}
+	dir := ts.MkAbs(args[0])
+	ts.Check(os.MkdirAll(dir, 0o755))
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+args[1]); err != nil {
+		skip(fmt.Sprintf("mount tmpfs refused: %v", err))
+	}
+	ts.Defer(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			syscall.Unmount(dir, syscall.MNT_DETACH) // never leave a mount behind
+		}
+	})
 }
