@@ -105,7 +105,7 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 
 // verify hashes a pinned file whose stamp no longer matches.
 func (h *Healer) verify(tool string, m *manifest.Model, path string) (verify.Status, error) {
-	h.say("guard: verifying %s (sha256 of %.1f MB)", filepath.Base(path), float64(m.Size)/1e6)
+	h.say("guard: verifying %s (sha256 of %s)", filepath.Base(path), describeSize(m.Size))
 	start := time.Now()
 	st, _, err := verify.Full(spec(m, path), h.stampDir())
 	ev := heallog.Event{Event: "model.verify", Tool: tool, Target: path, Bytes: m.Size,
