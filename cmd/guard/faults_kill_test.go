@@ -1,0 +1,492 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/cache"
+)
+
+// The kill campaign: guard is SIGKILLed, with its whole session (what a
+// sandbox does when it stops), at random moments of a model download, a
+// CMake rebuild and a prompt-cache store. After each kill every final file
+// must be absent or correct, no lock may be held, the heal log must have no
+// torn line, and the same call run again must heal and answer.
+//
+// The normal suite runs a few kills per kind; GUARD_KILLS=50 runs fifty per
+// kind, and GUARD_KILL_SEED replays a campaign.
+
+func killsPerKind(t *testing.T, def int) int {
+	if v := os.Getenv("GUARD_KILLS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("GUARD_KILLS=%q: want a positive number", v)
+		}
+		return n
+	}
+	return def
+}
+
+func killRand(t *testing.T) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("GUARD_KILL_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("GUARD_KILL_SEED=%d", seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// killRun is one call that was (or was meant to be) cut short.
+type killRun struct {
+	Killed    bool // the kill came before the call ended on its own
+	Result    faultResult
+	Survivors []procInfo // guard-only kills: what of the call outlived guard
+}
+
+// killAfter starts the call and, after d, SIGKILLs its whole session, or
+// guard alone when guardOnly (the survivors are returned, still running).
+func (e *faultEnv) killAfter(d time.Duration, guardOnly bool, name string, args ...string) killRun {
+	e.t.Helper()
+	cmd := e.Command(name, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("start %s: %v", name, err)
+	}
+	sid := cmd.Process.Pid
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	var kr killRun
+	select {
+	case <-done:
+	case <-time.After(d):
+		kr.Killed = true
+		if guardOnly {
+			_ = syscall.Kill(sid, syscall.SIGKILL)
+		} else {
+			killSession(sid)
+		}
+		<-done
+	}
+	kr.Result = faultResult{Code: statusOf(cmd.ProcessState), Stdout: out.String(), Stderr: errb.String(), Elapsed: time.Since(start)}
+	if guardOnly && kr.Killed {
+		kr.Survivors = sessionProcs(sid)
+		return kr
+	}
+	if left := waitProcsGone(func() []procInfo { return sessionProcs(sid) }, 3*time.Second); len(left) > 0 {
+		killSession(sid)
+		e.t.Errorf("after the kill, processes of the call are still alive: %s", describeProcs(left))
+	}
+	return kr
+}
+
+// afterKill runs the checks every kind shares.
+func (e *faultEnv) afterKill(t *testing.T) {
+	t.Helper()
+	checkLocksFree(t, e.StateDir)
+	checkLocksFree(t, e.Home)
+	checkLogLines(t, e.Log)
+}
+
+const killModelSize = 4 << 20
+
+func TestKillDownload(t *testing.T) {
+	kills := killsPerKind(t, 6)
+	rng := killRand(t)
+	srv := newFaultModelServer(t, killModelSize, 4<<20) // about a second a body
+	e := newFaultEnv(t, fmt.Sprintf(`
+[budget]
+heal = "2m"
+
+[tools.llama-completion]
+path = "$BIN/llama-completion"
+cache = false
+
+[[models]]
+file = "m.gguf"
+size = %d
+sha256 = %q
+urls = [%q]
+`, killModelSize, srv.SHA256, srv.URL()))
+	e.Tool("llama-completion", fakeModelReader)
+	model := filepath.Join(e.Home, "models", "m.gguf")
+	call := []string{"-m", model, "-p", "hi", "-n", "4"}
+	want := fmt.Sprintf("model bytes: %d\n", killModelSize)
+
+	var killed, absent, whole, partials, prefixOK int
+	for i := range kills {
+		if rng.IntN(3) == 0 {
+			os.Remove(model + ".partial") // now and then start from nothing
+		}
+		kr := e.killAfter(time.Duration(rng.Int64N(int64(1500*time.Millisecond))), false, "llama-completion", call...)
+		if kr.Killed {
+			killed++
+		}
+		switch b, err := os.ReadFile(model); {
+		case os.IsNotExist(err):
+			absent++
+		case err != nil:
+			t.Fatal(err)
+		case bytes.Equal(b, srv.Data):
+			whole++
+		default:
+			t.Errorf("kill %d: %s holds %d bytes that are not the model", i, model, len(b))
+		}
+		if b, err := os.ReadFile(model + ".partial"); err == nil {
+			partials++
+			if len(b) <= len(srv.Data) && bytes.Equal(b, srv.Data[:len(b)]) {
+				prefixOK++
+			} else {
+				t.Errorf("kill %d: the partial file (%d bytes) is not a prefix of the model", i, len(b))
+			}
+		}
+		e.afterKill(t)
+		r := e.Run("llama-completion", call...)
+		if r.Code != 0 || r.Stdout != want {
+			t.Errorf("kill %d: the next call did not heal: %s", i, r)
+		}
+		if b, _ := os.ReadFile(model); !bytes.Equal(b, srv.Data) {
+			t.Errorf("kill %d: after the healing call the model is not the served file", i)
+		}
+		if i < kills-1 {
+			os.Remove(model)
+		}
+	}
+	t.Logf("download: %d kills (%d before the call ended); after the kill: model absent %d, whole %d; partial left %d (all a true prefix: %v); %d GETs, %d of them resumed with Range",
+		kills, killed, absent, whole, partials, prefixOK == partials, srv.gets.Load(), srv.ranged.Load())
+}
+
+// fakeModelReader is a llama tool that reads the whole model it is given.
+const fakeModelReader = `m=; prev=
+for a in "$@"; do [ "$prev" = -m ] && m=$a; prev=$a; done
+echo "model bytes: $(wc -c < "$m")"
+`
+
+func TestKillCacheStore(t *testing.T) {
+	kills := killsPerKind(t, 6)
+	rng := killRand(t)
+	e := newFaultEnv(t, `
+[tools.llama-completion]
+path = "$BIN/llama-completion"
+
+[[models]]
+file = "m.gguf"
+size = 4096
+`)
+	// Deterministic, in three pieces, so a kill can land mid-answer and
+	// before or after the store.
+	e.Tool("llama-completion", `p=; prev=
+for a in "$@"; do [ "$prev" = -p ] && p=$a; prev=$a; done
+echo "answer to $p, part 1"
+sleep 0.03
+echo "part 2"
+sleep 0.03
+echo "part 3 of $p"
+`)
+	model := filepath.Join(e.Home, "m.gguf")
+	if err := os.WriteFile(model, faultGGUF(4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	call := func(p string) []string { return []string{"-m", model, "-p", p, "-n", "8"} }
+	want := func(p string) string { return fmt.Sprintf("answer to %s, part 1\npart 2\npart 3 of %s\n", p, p) }
+
+	// Plain calls set the range of kill moments (the first one also hashes
+	// and stamps the model).
+	var span time.Duration
+	for _, p := range []string{"warm-up", "warm-up 2"} {
+		r := e.Run("llama-completion", call(p)...)
+		if r.Code != 0 || r.Stdout != want(p) {
+			t.Fatalf("warm-up call: %s", r)
+		}
+		span = r.Elapsed * 11 / 10
+	}
+	store := &cache.Store{Dir: filepath.Join(e.StateDir, "prompts")}
+	hexKey := regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+	var killed, stored, hits int
+	for i := range kills {
+		p := fmt.Sprintf("question %d/%x", i, rng.Uint32())
+		kr := e.killAfter(time.Duration(rng.Int64N(int64(span))), false, "llama-completion", call(p)...)
+		if kr.Killed {
+			killed++
+		} else if kr.Result.Stdout != want(p) {
+			t.Errorf("kill %d: the call ended before the kill with wrong output: %s", i, kr.Result)
+		}
+		e.afterKill(t)
+		// Every entry on disk is whole: a Get of each finds it.
+		ents, _ := os.ReadDir(store.Dir)
+		for _, ent := range ents {
+			if !hexKey.MatchString(ent.Name()) {
+				continue
+			}
+			if _, ok, err := store.Get(ent.Name()); !ok {
+				t.Errorf("kill %d: cache entry %s does not read back (err %v)", i, ent.Name(), err)
+			}
+		}
+		before := len(logEvents(t, e.Log, "cache.store"))
+		r := e.Run("llama-completion", call(p)...)
+		if r.Code != 0 || r.Stdout != want(p) {
+			t.Errorf("kill %d: the next call did not answer: %s", i, r)
+		}
+		if len(logEvents(t, e.Log, "cache.store")) > before {
+			stored++ // the killed call had not stored it
+		}
+		hitsBefore := len(logEvents(t, e.Log, "cache.hit"))
+		r = e.Run("llama-completion", call(p)...)
+		if r.Code != 0 || r.Stdout != want(p) {
+			t.Errorf("kill %d: the cached answer differs from the fresh one: %s", i, r)
+		}
+		if len(logEvents(t, e.Log, "cache.hit")) == hitsBefore+1 {
+			hits++
+		} else {
+			t.Errorf("kill %d: the third identical call was not a cache hit", i)
+		}
+	}
+	var tmp int
+	ents, _ := os.ReadDir(store.Dir)
+	for _, ent := range ents {
+		if strings.HasPrefix(ent.Name(), ".tmp-") {
+			tmp++
+		}
+	}
+	t.Logf("cache: %d kills (%d before the call ended); the killed call had not stored in %d; replay equal to the fresh answer %d/%d; temp files left by killed stores %d",
+		kills, killed, stored, hits, kills, tmp)
+}
+
+// buildManifest rebuilds llama-simple from the CMake fixture; count-build
+// records each run of the recipe.
+const buildManifest = `
+[budget]
+heal = "5m"
+
+[builds.llama-cpp]
+dir = "~/llama.cpp"
+steps = [
+  ["$BIN/count-build"],
+  ["cmake", "-B", "build", "-DCMAKE_BUILD_TYPE=Release"],
+  ["cmake", "--build", "build", "-j2"],
+]
+
+[tools.llama-simple]
+path = "~/llama.cpp/build/bin/llama-simple"
+build = "llama-cpp"
+cache = false
+
+[[models]]
+file = "m.gguf"
+size = 64
+`
+
+func newBuildEnv(t *testing.T, manifest string) *faultEnv {
+	t.Helper()
+	if _, err := exec.LookPath("cmake"); err != nil {
+		t.Skip("cmake is not installed")
+	}
+	e := newFaultEnv(t, manifest)
+	e.Tool("count-build", `echo build >> "$DIR/builds"`)
+	if err := os.CopyFS(filepath.Join(e.Home, "llama.cpp"), os.DirFS(filepath.Join(repoRoot(), "testdata", "cmake-fixture"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.Home, "m.gguf"), faultGGUF(64), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// binState runs the built binary itself: "absent", "ok" or why it fails.
+func binState(path string) string {
+	if _, err := os.Lstat(path); os.IsNotExist(err) {
+		return "absent"
+	}
+	out, err := exec.Command(path, "probe").CombinedOutput()
+	if err == nil && strings.Contains(string(out), "arg: probe") {
+		return "ok"
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "libfixture.so")); os.IsNotExist(err) {
+		return "library still evicted"
+	}
+	return fmt.Sprintf("broken (%v)", err)
+}
+
+func TestKillBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cold CMake builds")
+	}
+	kills := killsPerKind(t, 3)
+	rng := killRand(t)
+	e := newBuildEnv(t, buildManifest)
+	model := filepath.Join(e.Home, "m.gguf")
+	bin := filepath.Join(e.Home, "llama.cpp", "build", "bin", "llama-simple")
+	build := filepath.Join(e.Home, "llama.cpp", "build")
+
+	r := e.Run("llama-simple", "-m", model, "cold")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "arg: cold") {
+		t.Fatalf("cold build: %s", r)
+	}
+	cold := r.Elapsed
+	t.Logf("cold build and call: %s", cold.Round(time.Millisecond))
+
+	// What each kill evicts first, and the span its kill moment is drawn
+	// from: the whole build folder (configure, compile, link), the output
+	// folder (relink), the shared library alone.
+	evictions := []struct {
+		name string
+		do   func() error
+		span time.Duration
+	}{
+		{"build folder", func() error { return os.RemoveAll(build) }, cold * 11 / 10},
+		{"build/bin", func() error { return os.RemoveAll(filepath.Dir(bin)) }, cold / 2},
+		{"libfixture.so", func() error { return os.Remove(filepath.Join(filepath.Dir(bin), "libfixture.so")) }, cold / 3},
+	}
+	states := map[string]int{}
+	var killed, healed int
+	for i := range kills {
+		ev := evictions[i%len(evictions)]
+		if err := ev.do(); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		kr := e.killAfter(time.Duration(rng.Int64N(int64(ev.span))), false, "llama-simple", "-m", model, "killed")
+		if kr.Killed {
+			killed++
+		}
+		st := binState(bin)
+		states[st]++
+		e.afterKill(t)
+		r := e.Run("llama-simple", "-m", model, "again")
+		if r.Code == 0 && strings.Contains(r.Stdout, "arg: again") {
+			healed++
+		} else {
+			t.Errorf("kill %d (%s evicted, binary %s after the kill): the next call did not heal: %s\nbuild log tail:\n%s",
+				i, ev.name, st, r, tail(filepath.Join(e.StateDir, "builds", "llama-cpp.log"), 20))
+		}
+	}
+	t.Logf("build: %d kills (%d before the call ended); binary after the kill: %s; next call healed %d/%d; recipe runs %d",
+		kills, killed, fmtCounts(states), healed, kills, countLines(filepath.Join(e.Dir, "builds")))
+}
+
+// TestKillGuardOnly kills guard alone, not its session, in the middle of a
+// rebuild and of a tool run, and records what outlives it: the build step
+// and the tool run in process groups of their own, so they go on. The call
+// right after must still work, and nothing may be left once they finish.
+func TestKillGuardOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cold CMake builds")
+	}
+	kills := killsPerKind(t, 1)
+	if kills > 5 {
+		kills = 5 // each one is a cold build
+	}
+	rng := killRand(t)
+	e := newBuildEnv(t, buildManifest)
+	model := filepath.Join(e.Home, "m.gguf")
+	build := filepath.Join(e.Home, "llama.cpp", "build")
+	survivors := map[string]int{}
+	var nextOK, orphansDone int
+	for i := range kills {
+		if err := os.RemoveAll(build); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(filepath.Join(e.Dir, "builds"))
+		// Kill once the build has started: a compiler or cmake is running.
+		cmd := e.Command("llama-simple", "-m", model, "orphaned")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sid := cmd.Process.Pid
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		deadline := time.Now().Add(30 * time.Second)
+		for !hasComm(sessionProcs(sid), "cmake", "make", "gmake", "cc", "cc1") && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
+		_ = syscall.Kill(sid, syscall.SIGKILL)
+		<-done
+		left := sessionProcs(sid)
+		for _, p := range left {
+			survivors[p.Comm]++
+		}
+		// The next call runs while the orphaned build may still be going.
+		r := e.Run("llama-simple", "-m", model, "next")
+		if r.Code == 0 && strings.Contains(r.Stdout, "arg: next") {
+			nextOK++
+		} else {
+			t.Errorf("guard-only kill %d (survivors %s): the next call failed: %s", i, describeProcs(left), r)
+		}
+		if rest := waitProcsGone(func() []procInfo { return sessionProcs(sid) }, 2*time.Minute); len(rest) == 0 {
+			orphansDone++
+		} else {
+			killSession(sid)
+			t.Errorf("guard-only kill %d: the orphaned build did not end: %s", i, describeProcs(rest))
+		}
+		e.afterKill(t)
+		t.Logf("guard-only kill %d: survivors %s; recipe runs so far %d", i, describeProcs(left), countLines(filepath.Join(e.Dir, "builds")))
+	}
+	t.Logf("guard-only (build): %d kills; survivors by name %s; next call ok %d/%d; orphans ended on their own %d",
+		kills, fmtCounts(survivors), nextOK, kills, orphansDone)
+
+	// A tool that hangs, guard killed alone: nothing can stop it any more.
+	e.Tool("hang-tool", `echo started; exec sleep 30`)
+	e.WriteManifest(buildManifest + "\n[tools.hang-tool]\ntimeout = \"60s\"\n")
+	if r := e.RunPath(e.Guard, "install", "--no-rc"); r.Code != 0 {
+		t.Fatal(r)
+	}
+	kr := e.killAfter(500*time.Millisecond, true, "hang-tool")
+	t.Logf("guard-only (supervised tool): survivors %s", describeProcs(kr.Survivors))
+	for _, p := range kr.Survivors {
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+}
+
+func hasComm(ps []procInfo, names ...string) bool {
+	for _, p := range ps {
+		for _, n := range names {
+			if p.Comm == n {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func fmtCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func countLines(path string) int {
+	b, _ := os.ReadFile(path)
+	return bytes.Count(b, []byte("\n"))
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
