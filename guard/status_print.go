@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -66,7 +67,9 @@ func (p *printer) tildeAll(s string) string {
 }
 
 func (p *printer) print(out io.Writer, r *Report) {
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	var buf bytes.Buffer
+	defer func() { writeTrimmed(out, buf.Bytes()) }()
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	section := func(title string) { fmt.Fprintf(tw, "\n%s\n", p.paint(bold, title)) }
 
 	if todo := r.needsHealing(); len(todo) > 0 {
@@ -178,6 +181,33 @@ func (p *printer) print(out io.Writer, r *Report) {
 		}
 	}
 	tw.Flush()
+}
+
+// writeTrimmed copies text to out without what tabwriter leaves after a
+// row's last non-empty cell: spaces, and empty painted cells.
+func writeTrimmed(out io.Writer, text []byte) {
+	for line := range bytes.Lines(text) {
+		line = bytes.TrimRight(line, "\n")
+		for {
+			line = bytes.TrimRight(line, " ")
+			if !emptyPaintAtEnd(line) {
+				break
+			}
+			line = line[:len(line)-len(green+reset)]
+		}
+		out.Write(append(line, '\n'))
+	}
+}
+
+// emptyPaintAtEnd reports whether line ends with a colour code directly
+// followed by the reset, as paint writes an empty cell.
+func emptyPaintAtEnd(line []byte) bool {
+	n := len(green + reset)
+	if len(line) < n || !bytes.HasSuffix(line, []byte(reset)) {
+		return false
+	}
+	code := line[len(line)-n : len(line)-len(reset)]
+	return bytes.HasPrefix(code, []byte("\x1b[")) && code[len(code)-1] == 'm'
 }
 
 // when writes an event's time syslog-style, with the date: the log

@@ -1,0 +1,327 @@
+package guard
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/sandbox-guard/guard/guard/heallog"
+)
+
+// documentedReport is `guard status --json` as the README documents it
+// (section "guard status --json"). TestStatusJSONSchema fails when Report
+// gains, loses or renames a key without this mirror, and so the README,
+// following.
+type documentedReport struct {
+	Healthy      bool   `json:"healthy"`
+	Manifest     string `json:"manifest"`
+	ShimDir      string `json:"shim_dir"`
+	ShimDirFirst bool   `json:"shim_dir_first_in_path"`
+	Shims        []struct {
+		Name  string `json:"name"`
+		State string `json:"state"`
+	} `json:"shims"`
+	Tools []struct {
+		Name      string   `json:"name"`
+		Target    string   `json:"target"`
+		State     string   `json:"state"`
+		Reason    string   `json:"reason"`
+		Libraries []string `json:"libraries"`
+		Static    bool     `json:"static"`
+		Build     string   `json:"build"`
+		Package   string   `json:"package"`
+	} `json:"tools"`
+	Builds []struct {
+		Name      string `json:"name"`
+		Dir       string `json:"dir"`
+		DirExists bool   `json:"dir_exists"`
+		Log       string `json:"log"`
+	} `json:"builds"`
+	Packages []struct {
+		Command string `json:"command"`
+		Package string `json:"package"`
+		Present bool   `json:"present"`
+	} `json:"packages"`
+	Models []struct {
+		File       string    `json:"file"`
+		Path       string    `json:"path"`
+		Role       string    `json:"role"`
+		Size       int64     `json:"size"`
+		OnDisk     int64     `json:"on_disk"`
+		State      string    `json:"state"`
+		RetryAfter time.Time `json:"retry_after"`
+		Reason     string    `json:"reason"`
+	} `json:"models"`
+	Auth []struct {
+		Name  string `json:"name"`
+		OK    bool   `json:"ok"`
+		Found string `json:"found"`
+		Hint  string `json:"hint"`
+	} `json:"auth"`
+	Cache struct {
+		Entries      int     `json:"entries"`
+		Bytes        int64   `json:"bytes"`
+		Hits         int64   `json:"hits"`
+		Misses       int64   `json:"misses"`
+		SavedSeconds float64 `json:"saved_seconds"`
+	} `json:"cache"`
+	Log    string `json:"log"`
+	Events []struct {
+		TS         time.Time `json:"ts"`
+		Level      string    `json:"level"`
+		Event      string    `json:"event"`
+		Tool       string    `json:"tool"`
+		Target     string    `json:"target"`
+		Reason     string    `json:"reason"`
+		Result     string    `json:"result"`
+		DurationMS int64     `json:"duration_ms"`
+		Bytes      int64     `json:"bytes"`
+		Attempt    int       `json:"attempt"`
+	} `json:"events"`
+}
+
+// TestStatusJSONSchema checks both ways, with every field filled (so no
+// omitempty hides one), that Report and the documented schema have the
+// same keys.
+func TestStatusJSONSchema(t *testing.T) {
+	var code Report
+	var doc documentedReport
+	fill(reflect.ValueOf(&code).Elem())
+	fill(reflect.ValueOf(&doc).Elem())
+	strictRoundTrip(t, "Report -> documented schema", code, &documentedReport{})
+	strictRoundTrip(t, "documented schema -> Report", doc, &Report{})
+}
+
+func strictRoundTrip(t *testing.T, what string, from, into any) {
+	t.Helper()
+	data, err := json.Marshal(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		t.Errorf("%s: %v (update documentedReport and the README together)", what, err)
+	}
+	again, _ := json.Marshal(into)
+	if len(keys(t, again)) != len(keys(t, data)) {
+		t.Errorf("%s: a key was dropped:\n%s\nvs\n%s", what, data, again)
+	}
+}
+
+// keys lists every object key in a JSON document, with its path.
+func keys(t *testing.T, data []byte) []string {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				out = append(out, prefix+"."+k)
+				walk(prefix+"."+k, e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(prefix+"[]", e)
+			}
+		}
+	}
+	walk("", v)
+	return out
+}
+
+// fill sets every field of v to a non-zero value.
+func fill(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Float64:
+		v.SetFloat(1.5)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		fill(s.Index(0))
+		v.Set(s)
+	case reflect.Struct:
+		if v.Type() == reflect.TypeOf(time.Time{}) {
+			v.Set(reflect.ValueOf(time.Date(2026, 8, 31, 12, 0, 0, 0, time.UTC)))
+			return
+		}
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i))
+			}
+		}
+	}
+}
+
+// statusConfig is a Config over a temporary HOME with the given manifest.
+func statusConfig(t *testing.T, manifest string) *Config {
+	t.Helper()
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mf := filepath.Join(dir, "manifest.toml")
+	if err := os.WriteFile(mf, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("GUARD_MANIFEST", mf)
+	t.Setenv("GUARD_SHIM_DIR", filepath.Join(home, ".shim"))
+	t.Setenv("GUARD_STATE_DIR", filepath.Join(dir, "state"))
+	t.Setenv("GUARD_LOG", filepath.Join(dir, "selfheal.log"))
+	c, err := LoadConfig(&bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestStatusJSONListsAreNeverNull(t *testing.T) {
+	c := statusConfig(t, "[tools.x]\npath = \"/nonexistent/x\"\n")
+	var out bytes.Buffer
+	healthy, err := Status(c, &out, StatusOptions{JSON: true, Events: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if healthy {
+		t.Error("healthy with no shims and a missing tool")
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"shims", "tools", "builds", "packages", "models", "auth", "events"} {
+		if _, ok := got[k].([]any); !ok {
+			t.Errorf("%s is %v, want a list", k, got[k])
+		}
+	}
+}
+
+// A coloured report, its escapes stripped, is the plain one: every painted
+// column carries the same escape bytes, so tabwriter aligns it the same.
+func TestStatusColourKeepsAlignment(t *testing.T) {
+	r := &Report{
+		ShimDir: "/h/.shim", ShimDirFirst: false, Manifest: "/h/m.toml", LogPath: "/tmp/selfheal.log",
+		Shims:    []ShimState{{"guard", "ok"}, {"llama-completion", "dangling"}},
+		Tools:    []ToolState{{Name: "npx", Target: "/usr/bin/npx", State: "ok", Libraries: []string{"libc.so.6"}}, {Name: "llama-simple", State: "broken", Reason: "missing library libllama.so", Build: "llama-cpp"}},
+		Builds:   []BuildState{{Name: "llama-cpp", Dir: "/h/llama.cpp", DirExists: true}, {Name: "other", Dir: "/x"}},
+		Packages: []PackageState{{"cmake", "cmake", true}, {"g++", "g++", false}},
+		Models:   []ModelState{{File: "a.gguf", Path: "/h/a.gguf", Size: 1 << 30, OnDisk: 1 << 20, State: "truncated"}, {File: "bb.gguf", Path: "/h/bb.gguf", Size: 10, State: "unverified"}},
+		Auth:     []AuthState{{Name: "clawhub", Hint: "log in"}},
+		Events:   []heallog.Record{{Event: "model.download", Tool: "x", Result: "failed", DurationMS: 1500}, {Event: "shim.recreate", Tool: "longer-name", Result: "ok"}, {Event: "timeout"}},
+	}
+	var plain, coloured bytes.Buffer
+	(&printer{home: "/h", showEvents: true}).print(&plain, r)
+	(&printer{home: "/h", showEvents: true, colour: true}).print(&coloured, r)
+	if strings.Contains(plain.String(), "\x1b") {
+		t.Fatalf("plain report has escapes:\n%s", plain.String())
+	}
+	if !strings.Contains(coloured.String(), red+"broken"+reset) {
+		t.Fatalf("coloured report does not paint a broken tool red:\n%q", coloured.String())
+	}
+	stripped := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(coloured.String(), "")
+	if stripped != plain.String() {
+		t.Errorf("coloured report aligns differently:\n%s\nplain:\n%s", stripped, plain.String())
+	}
+	for _, want := range []string{
+		"guard: needs healing: PATH order, shim llama-completion, tool llama-simple, model a.gguf; run guard heal\n",
+		"manifest: ~/m.toml\n",
+		"  npx           ok      /usr/bin/npx (1 library)\n",
+		"  a.gguf     truncated   1.0 MiB of 1.0 GiB\n",
+	} {
+		if !strings.Contains(plain.String(), want) {
+			t.Errorf("plain report lacks %q:\n%s", want, plain.String())
+		}
+	}
+	for _, line := range strings.Split(plain.String(), "\n") {
+		if strings.HasSuffix(line, " ") {
+			t.Errorf("trailing space in %q", line)
+		}
+	}
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 8, 31, 12, 0, 0, 0, time.Local)
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"", time.Time{}},
+		{"30m", now.Add(-30 * time.Minute)},
+		{"2h", now.Add(-2 * time.Hour)},
+		{"1d", now.AddDate(0, 0, -1)},
+		{"2026-08-01", time.Date(2026, 8, 1, 0, 0, 0, 0, time.Local)},
+		{"2026-08-01T15:04", time.Date(2026, 8, 1, 15, 4, 0, 0, time.Local)},
+		{"2026-08-01 15:04", time.Date(2026, 8, 1, 15, 4, 0, 0, time.Local)},
+		{"2026-08-01T15:04:05Z", time.Date(2026, 8, 1, 15, 4, 5, 0, time.UTC)},
+	} {
+		got, err := ParseSince(tc.in, now)
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("ParseSince(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"yesterday", "-1h", "-2d", "d", "2026-13-01", "1w"} {
+		if _, err := ParseSince(bad, now); err == nil || !strings.Contains(err.Error(), "bad --since") {
+			t.Errorf("ParseSince(%q) error = %v, want a bad --since message", bad, err)
+		}
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 420086080: "400.6 MiB", 1117320800: "1.0 GiB", 5 << 40: "5.0 TiB"} {
+		if got := humanBytes(n); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestUseColourOnlyOnATerminal(t *testing.T) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	t.Setenv("NO_COLOR", "")
+	t.Setenv("TERM", "xterm")
+	if !UseColour(tty) {
+		t.Error("no colour on a terminal")
+	}
+	if UseColour(w) || UseColour(&bytes.Buffer{}) {
+		t.Error("colour on a pipe or a buffer")
+	}
+	t.Setenv("NO_COLOR", "1")
+	if UseColour(tty) {
+		t.Error("colour with NO_COLOR set")
+	}
+	t.Setenv("NO_COLOR", "")
+	t.Setenv("TERM", "dumb")
+	if UseColour(tty) {
+		t.Error("colour on a dumb terminal")
+	}
+}
