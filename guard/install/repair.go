@@ -1,10 +1,14 @@
 package install
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/lock"
 )
 
 // Repair is the per-call self-repair: one stat per expected link and, only
@@ -13,19 +17,27 @@ import (
 // install marker), so running a guard binary from a build folder does not
 // create a shim folder behind the user's back.
 func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
-	var missing []string
-	for _, name := range append([]string{GuardName}, tools...) {
-		if _, err := os.Stat(filepath.Join(shimDir, name)); err != nil {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) == 0 {
+	names := append([]string{GuardName}, tools...)
+	if len(missingShims(shimDir, names)) == 0 {
 		return nil, nil
 	}
 	if _, err := os.Stat(shimDir); errors.Is(err, fs.ErrNotExist) {
 		if _, err := os.Stat(filepath.Join(stateDir, Marker)); err != nil {
 			return nil, nil
 		}
+	}
+	// Twenty agent calls after an eviction would each mend the folder (and
+	// log it) without the lock; with it the first mends and the others find
+	// nothing left to do. A state folder that cannot hold the lock must not
+	// stop the repair.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if held, err := lock.Acquire(ctx, filepath.Join(stateDir, "locks", "shims.lock"), nil); err == nil {
+		defer held.Release()
+	}
+	missing := missingShims(shimDir, names)
+	if len(missing) == 0 {
+		return nil, nil
 	}
 	if err := os.MkdirAll(shimDir, 0o755); err != nil {
 		return nil, err
@@ -51,4 +63,14 @@ func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
 		done = append(done, name)
 	}
 	return done, nil
+}
+
+func missingShims(shimDir string, names []string) []string {
+	var missing []string
+	for _, name := range names {
+		if _, err := os.Stat(filepath.Join(shimDir, name)); err != nil {
+			missing = append(missing, name)
+		}
+	}
+	return missing
 }
