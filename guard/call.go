@@ -1,13 +1,15 @@
 package guard
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/progress"
@@ -55,14 +57,15 @@ func (c *Config) Call(ctx context.Context, name string, args []string) int {
 	}
 	argv := append([]string{real}, args...)
 	env := c.childEnv(tool)
-	if tool.Timeout == 0 && tool.Stall == 0 && tool.Prompts == "" {
+	budget := cmp.Or(timeoutOverride(), tool.Timeout.D())
+	if budget == 0 && tool.Stall == 0 && tool.Prompts == "" {
 		// Nothing to watch: become the tool, so guard costs nothing more.
 		err := runner.Exec(real, argv, env)
 		c.Say("%s: %v", name, err)
 		return runner.StartStatus(err)
 	}
 	spec := c.spec(tool, real, argv, env)
-	spec.Budget = tool.Timeout.D()
+	spec.Budget = budget
 	spec.Stdout = os.Stdout
 	res := runner.Run(ctx, spec)
 	c.report(name, 1, res, spec)
@@ -71,7 +74,13 @@ func (c *Config) Call(ctx context.Context, name string, args []string) int {
 
 // spec is the supervised-run template for tool; callers set budget and output.
 func (c *Config) spec(tool *manifest.Tool, real string, argv, env []string) runner.Spec {
-	observed := tool.Stall != 0 || tool.Prompts != ""
+	prompts := tool.Prompts
+	if term.IsTerminal(int(os.Stdin.Fd())) {
+		// A person is at the terminal and can answer the tool themselves;
+		// killing their password prompt would be worse than any hang.
+		prompts = ""
+	}
+	observed := tool.Stall != 0 || prompts != ""
 	return runner.Spec{
 		Path:    real,
 		Argv:    argv,
@@ -80,7 +89,7 @@ func (c *Config) spec(tool *manifest.Tool, real string, argv, env []string) runn
 		Stderr:  os.Stderr,
 		Stall:   tool.Stall.D(),
 		Grace:   c.M.Budget.Grace.D(),
-		Prompts: runner.Policy(tool.Prompts),
+		Prompts: runner.Policy(prompts),
 		// Under a terminal the tool must still see one, or it changes how it
 		// behaves (colours, prompts, line buffering); a pty lets guard watch.
 		PTY: observed && progress.IsTerminal(os.Stdout),
@@ -97,7 +106,7 @@ func (c *Config) report(name string, attempt int, res runner.Result, spec runner
 	switch res.Outcome {
 	case runner.TimedOut:
 		ev.Event, ev.Reason = "timeout", "no exit within "+spec.Budget.String()
-		c.Say("%s: stopped after %s: over its time budget (GUARD_TIMEOUT or the manifest's timeout sets it)", name, secs(res.Elapsed))
+		c.Say("%s: stopped after %s: over its time budget of %s", name, secs(res.Elapsed), secs(spec.Budget))
 	case runner.Stalled:
 		ev.Event, ev.Reason = "stall", "no output for "+spec.Stall.String()
 		c.Say("%s: stopped: no new output for %s (the manifest's stall)", name, spec.Stall)
@@ -127,6 +136,8 @@ func (c *Config) childEnv(tool *manifest.Tool) []string {
 	return append(env, depthVar+"="+strconv.Itoa(callDepth()+1))
 }
 
-func isLlama(name string) bool { return strings.HasPrefix(name, "llama-") }
+// isLlama reports whether name gets the llama policy: model heal, budgets,
+// fallbacks and the prompt cache.
+func isLlama(name string) bool { return name == shims.LlamaCompletion || name == shims.LlamaSimple }
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s" }

@@ -14,6 +14,10 @@ const (
 	yesNoPrompt
 	passwordPrompt
 	inquirerPrompt
+	// replPrompt is a bare ">" line: llama.cpp's conversation prompt, and
+	// node's or python's REPL. Nothing guard could type is the right answer,
+	// so it is never answered, only ended.
+	replPrompt
 )
 
 var (
@@ -44,6 +48,8 @@ func detectPrompt(tail []byte) (string, promptKind) {
 		return line, inquirerPrompt
 	case yesNoRe.MatchString(line):
 		return line, yesNoPrompt
+	case line == ">" || line == ">>>":
+		return line, replPrompt
 	}
 	return "", noPrompt
 }

@@ -27,8 +27,13 @@ func TestDetectPrompt(t *testing.T) {
 		{"\x1b[32m?\x1b[39m \x1b[1mWhat is your project named?\x1b[22m › my-app", "? What is your project named? › my-app", inquirerPrompt},
 		{"? Would you like to use TypeScript? › No / Yes", "? Would you like to use TypeScript? › No / Yes", inquirerPrompt},
 		{"? Pick a template ❯ react", "? Pick a template ❯ react", inquirerPrompt},
+		{"llama says hi\n\n> ", ">", replPrompt},
+		{"\x1b[1m> \x1b[0m", ">", replPrompt},
+		{">>> ", ">>>", replPrompt},
 		// Not prompts.
 		{"", "", noPrompt},
+		{"a > b", "", noPrompt},
+		{"> quoted text", "", noPrompt},
 		{"Ok to proceed? (y)\n", "", noPrompt}, // a finished line: the tool went on
 		{"loading model (y) weights", "", noPrompt},
 		{"password reset done", "", noPrompt},
