@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -131,9 +132,22 @@ func (c *Config) report(name string, attempt int, res runner.Result, spec runner
 func (c *Config) childEnv(tool *manifest.Tool) []string {
 	env := os.Environ()
 	for k, v := range tool.Env {
-		env = append(env, k+"="+v)
+		env = setEnv(env, k, v)
 	}
-	return append(env, depthVar+"="+strconv.Itoa(callDepth()+1))
+	return setEnv(env, depthVar, strconv.Itoa(callDepth()+1))
+}
+
+// setEnv sets key in env, dropping earlier entries: with a duplicate, a Go
+// child (the next guard of a shim loop) reads the first one, so an
+// appended GUARD_DEPTH never grew and the loop never ended.
+func setEnv(env []string, key, value string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != key {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+value)
 }
 
 // isLlama reports whether name gets the llama policy: model heal, budgets,
