@@ -3,6 +3,7 @@ package guard
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,7 +25,10 @@ import (
 func Shim(name string, args []string, stderr io.Writer) int {
 	c, err := LoadConfig(stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "guard: %s: %v\nguard: fix the manifest (guard manifest check) or unset GUARD_MANIFEST\n", name, err)
+		fmt.Fprintf(stderr, "guard: %s: %v\n", name, err)
+		if !errors.Is(err, ErrNoHome) {
+			fmt.Fprintln(stderr, "guard: fix the manifest (guard manifest check) or unset GUARD_MANIFEST")
+		}
 		return runner.StatusGuardFailed
 	}
 	defer c.Close()

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/manifest"
 )
+
+// ErrNoHome is LoadConfig's error when HOME is empty: no manifest to fix.
+var ErrNoHome = errors.New("HOME is not set; set it to your home folder")
 
 // Config is everything one guard process knows about where things are. It
 // is built from the environment and the manifest once per process.
@@ -31,7 +35,7 @@ type Config struct {
 func LoadConfig(stderr io.Writer) (*Config, error) {
 	home := os.Getenv("HOME")
 	if home == "" {
-		return nil, fmt.Errorf("HOME is not set; set it to your home folder")
+		return nil, ErrNoHome
 	}
 	m, err := manifest.Load("", home)
 	if err != nil {
