@@ -1,0 +1,452 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sandbox-guard/guard/guard"
+)
+
+// The bad-input table: each case gives the real guard (through its shim
+// links, against a misbehaving local server and fake #!/bin/sh tools) one
+// kind of bad input and checks the exit status, the message on stderr and
+// that guard never crashes.
+
+func init() {
+	if filepath.Base(os.Args[0]) == "fault-mount" {
+		os.Exit(faultMount(os.Args[1:]))
+	}
+}
+
+// faultMount is this test binary run as fault-mount inside `unshare -m`:
+// fault-mount tmpfs|ro DIR [SIZE] -- PROG ARGS... mounts a small tmpfs (a
+// full disk) or a read-only bind of DIR, in a mount namespace of its own so
+// nothing outlives the call, and execs PROG.
+func faultMount(args []string) int {
+	sep := -1
+	for i, a := range args {
+		if a == "--" {
+			sep = i
+			break
+		}
+	}
+	if sep < 2 || sep == len(args)-1 {
+		fmt.Fprintln(os.Stderr, "usage: fault-mount tmpfs|ro DIR [SIZE] -- PROG ARGS...")
+		return 2
+	}
+	mode, dir, prog := args[0], args[1], args[sep+1:]
+	var err error
+	switch mode {
+	case "tmpfs":
+		size := "64k"
+		if sep > 2 {
+			size = args[2]
+		}
+		err = syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size)
+	case "ro":
+		if err = syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err == nil {
+			err = syscall.Mount("", dir, "", syscall.MS_REMOUNT|syscall.MS_BIND|syscall.MS_RDONLY, "")
+		}
+	default:
+		err = fmt.Errorf("unknown mode %q", mode)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fault-mount:", err)
+		return 2
+	}
+	path, err := exec.LookPath(prog[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fault-mount:", err)
+		return 2
+	}
+	err = syscall.Exec(path, prog, os.Environ())
+	fmt.Fprintln(os.Stderr, "fault-mount:", err)
+	return 2
+}
+
+// canMount reports whether calls can run in a mount namespace of their own
+// with a tmpfs (root and unshare are needed).
+func canMount(t *testing.T) bool {
+	if os.Geteuid() != 0 {
+		return false
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		return false
+	}
+	dir := t.TempDir()
+	err := exec.Command("unshare", "-m", "--propagation", "private", "mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", dir).Run()
+	return err == nil
+}
+
+// underMount runs the shim call name inside fault-mount MODE DIR [SIZE].
+func (e *faultEnv) underMount(mode, dir, size, name string, args ...string) faultResult {
+	self, _ := os.Readlink(e.Guard)
+	helper := filepath.Join(e.Dir, "self", "fault-mount")
+	if _, err := os.Lstat(helper); err != nil {
+		if err := os.Symlink(self, helper); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	argv := []string{"-m", "--propagation", "private", helper, mode, dir}
+	if size != "" {
+		argv = append(argv, size)
+	}
+	argv = append(argv, "--", filepath.Join(e.ShimDir, name))
+	unshare, _ := exec.LookPath("unshare")
+	return e.RunPath(unshare, append(argv, args...)...)
+}
+
+// badServer misbehaves differently at each path.
+func badServer(t *testing.T, model []byte) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/html":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, "<!doctype html><html><head><title>Sign in</title></head><body>please sign in</body></html>")
+		case "/404":
+			http.Error(w, "Entry not found", http.StatusNotFound)
+		case "/gated":
+			w.Header().Set("X-Error-Code", "GatedRepo")
+			http.Error(w, "Access to model org/m is restricted. You must have access to it and be authenticated.", http.StatusUnauthorized)
+		case "/429":
+			w.Header().Set("Retry-After", "120")
+			http.Error(w, "Too Many Requests", http.StatusTooManyRequests)
+		case "/500":
+			http.Error(w, "Internal Error", http.StatusInternalServerError)
+		case "/lfs":
+			fmt.Fprintf(w, "version https://git-lfs.github.com/spec/v1\noid sha256:%064x\nsize %d\n", 1, len(model))
+		case "/drop":
+			// Promise the whole file, send a third, cut the connection.
+			w.Header().Set("Content-Length", strconv.Itoa(len(model)))
+			w.WriteHeader(http.StatusOK)
+			w.Write(model[:len(model)/3])
+			w.(http.Flusher).Flush()
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				if tc, ok := conn.(*net.TCPConn); ok {
+					tc.SetLinger(0) // a reset, as a dropped link looks
+				}
+				conn.Close()
+			}
+		case "/norange":
+			// Ignores Range: always the whole file with a 200.
+			w.Header().Set("Content-Length", strconv.Itoa(len(model)))
+			w.Write(model)
+		case "/short":
+			// Another, smaller file, announced as such.
+			w.Header().Set("Content-Length", strconv.Itoa(len(model)/2))
+			w.Write(model[:len(model)/2])
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+type badCase struct {
+	name   string
+	root   bool                                 // needs a mount namespace
+	setup  func(*testing.T, *faultEnv) []string // returns the call: shim name and args
+	env    []string
+	status int
+	stderr string // regexp every line of which... any match in stderr
+	stdout string // exact stdout, when set
+	check  func(*testing.T, *faultEnv, faultResult)
+}
+
+const badModelSize = 64 << 10
+
+func TestBadInput(t *testing.T) {
+	model := faultGGUF(badModelSize)
+	srv := badServer(t, model)
+	mounts := canMount(t)
+
+	// modelCall makes the manifest's only model come from path on the
+	// bad server and returns a llama-completion call that needs it.
+	modelCall := func(path string) func(*testing.T, *faultEnv) []string {
+		return func(t *testing.T, e *faultEnv) []string {
+			e.WriteManifest(badManifest(fmt.Sprintf(`size = %d
+urls = [%q]`, badModelSize, srv.URL+path)))
+			return []string{"llama-completion", "-m", filepath.Join(e.Home, "models", "m.gguf"), "-p", "hi", "-n", "4"}
+		}
+	}
+	manifestText := func(text string) func(*testing.T, *faultEnv) []string {
+		return func(t *testing.T, e *faultEnv) []string {
+			e.WriteManifest(text)
+			return []string{"npx", "cowsay"}
+		}
+	}
+	goodModel := func(e *faultEnv) string {
+		p := filepath.Join(e.Home, "m.gguf")
+		if err := os.WriteFile(p, model, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	cases := []badCase{
+		{name: "html body", setup: modelCall("/html"), status: 127,
+			stderr: `guard: llama-completion: heal model m\.gguf: download m\.gguf: http://127\.0\.0\.1:\d+/html sent an HTML page`},
+		{name: "404 entry not found", setup: modelCall("/404"), status: 127,
+			stderr: `/404: 404 not found: the server says "Entry not found": the file does not exist at this url`},
+		{name: "401 gated", setup: modelCall("/gated"), status: 127,
+			stderr: `/gated: 401 unauthorized: the repository is gated: accept its terms on huggingface\.co, then set HF_TOKEN`},
+		{name: "429 rate limited", setup: modelCall("/429"), status: 127,
+			stderr: `/429: 429 too many requests: rate limited.*retrying would pass the heal time limit`},
+		{name: "500 server error", setup: modelCall("/500"), status: 127,
+			stderr: `/500: 500 internal server error`},
+		{name: "git-lfs pointer", setup: modelCall("/lfs"), status: 127,
+			stderr: `/lfs sent a Git-LFS pointer`},
+		{name: "connection drop", setup: modelCall("/drop"), status: 127,
+			stderr: `heal model m\.gguf: download m\.gguf: .*(reset|closed|unexpected EOF)`,
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				if _, err := os.Stat(filepath.Join(e.Home, "models", "m.gguf")); err == nil {
+					t.Error("a dropped download left the model in place")
+				}
+			}},
+		{name: "wrong size served", setup: modelCall("/short"), status: 127,
+			stderr: `serves a file whose size is \d+, but the manifest says 65536`},
+		{name: "range ignored", setup: func(t *testing.T, e *faultEnv) []string {
+			call := modelCall("/norange")(t, e)
+			// A partial from an earlier run: the server answers the resume
+			// with the whole file, which must replace it, not append.
+			os.MkdirAll(filepath.Join(e.Home, "models"), 0o755)
+			os.WriteFile(filepath.Join(e.Home, "models", "m.gguf.partial"), model[:1000], 0o644)
+			return call
+		}, status: 0, stdout: fmt.Sprintf("model bytes: %d\n", badModelSize),
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				b, _ := os.ReadFile(filepath.Join(e.Home, "models", "m.gguf"))
+				if string(b) != string(model) {
+					t.Errorf("the model is not the served file (%d bytes)", len(b))
+				}
+			}},
+		{name: "disk full", root: true, setup: func(t *testing.T, e *faultEnv) []string {
+			call := modelCall("/norange")(t, e)
+			os.MkdirAll(filepath.Join(e.Home, "models"), 0o755)
+			return append([]string{"mount:tmpfs:" + filepath.Join(e.Home, "models") + ":32k"}, call...)
+		}, status: 127, stderr: `no space left on device in .*/models: the download needs 65536 more bytes .* free some space and heal again`},
+		{name: "read-only state dir", root: true, setup: func(t *testing.T, e *faultEnv) []string {
+			call := modelCall("/norange")(t, e)
+			os.MkdirAll(e.StateDir, 0o755)
+			return append([]string{"mount:ro:" + e.StateDir}, call...)
+		}, status: 127, stderr: `heal model m\.gguf: lock .*read-only file system`},
+		{name: "read-only state dir, nothing to heal", root: true, setup: func(t *testing.T, e *faultEnv) []string {
+			e.WriteManifest(badManifest(fmt.Sprintf("size = %d", badModelSize)))
+			return []string{"mount:ro:" + e.StateDir, "llama-completion", "-m", goodModel(e), "-p", "hi", "-n", "4"}
+		}, status: 0, stdout: fmt.Sprintf("model bytes: %d\n", badModelSize)},
+		{name: "bad toml", setup: manifestText("[tools.npx\nargs = 1\n"), status: 125,
+			stderr: `guard: npx: .*manifest\.toml:1: expected '\.' or ']' to end table name.*\nguard: fix the manifest \(guard manifest check\) or unset GUARD_MANIFEST`},
+		{name: "unknown key", setup: manifestText("[tools.npx]\nargz = [\"--yes\"]\n"), status: 125,
+			stderr: `manifest\.toml:2: .*unknown key.*argz`},
+		{name: "non-https url", setup: manifestText(`[[models]]
+file = "m.gguf"
+size = 10
+urls = ["http://example.com/m.gguf"]
+`), status: 125, stderr: `manifest\.toml:4: .*"http://example\.com/m\.gguf" uses plain http, which is allowed only for loopback hosts`},
+		{name: "model size 0", setup: manifestText(`[[models]]
+file = "m.gguf"
+size = 0
+urls = ["https://example.com/m.gguf"]
+`), status: 125, stderr: `manifest\.toml:3: .*size.*must be the file's exact size in bytes, greater than zero`},
+		{name: "symlinked log in /tmp", setup: func(t *testing.T, e *faultEnv) []string {
+			victim := filepath.Join(e.Dir, "victim")
+			os.WriteFile(victim, []byte("keep me\n"), 0o644)
+			log := filepath.Join(e.Dir, "tmp", "selfheal.log")
+			os.MkdirAll(filepath.Dir(log), 0o1777)
+			os.Symlink(victim, log)
+			e.Env = append(e.Env, "GUARD_LOG="+log)
+			return modelCall("/norange")(t, e) // a heal: events to log
+		}, status: 0, stdout: fmt.Sprintf("model bytes: %d\n", badModelSize),
+			stderr: `guard: .*selfheal\.log.*symlink`,
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				if b, _ := os.ReadFile(filepath.Join(e.Dir, "victim")); string(b) != "keep me\n" {
+					t.Errorf("the log followed the symlink: victim now %q", b)
+				}
+			}},
+		{name: "PATH loops through two shim folders", setup: func(t *testing.T, e *faultEnv) []string {
+			// Two guard copies: B's npx is the second copy, C's npx links
+			// back to the first, so each finds the other as the real npx.
+			b, c := filepath.Join(e.Dir, "shimsB"), filepath.Join(e.Dir, "shimsC")
+			os.MkdirAll(b, 0o755)
+			os.MkdirAll(c, 0o755)
+			copyExe(t, filepath.Join(e.ShimDir, "guard"), filepath.Join(b, "guard"))
+			os.Symlink("guard", filepath.Join(b, "npx"))
+			os.Symlink(filepath.Join(e.ShimDir, "guard"), filepath.Join(c, "npx"))
+			os.Remove(filepath.Join(e.Bin, "npx"))
+			e.Env = append(e.Env, "PATH="+e.ShimDir+":"+b+":"+c+":/usr/bin:/bin")
+			return []string{"npx", "cowsay"}
+		}, status: 125, stderr: `guard: npx: refused: the call went through shims 8 times in a row \(GUARD_DEPTH\); a PATH that loops through two shim folders\?`},
+		{name: "evicted shared library", setup: func(t *testing.T, e *faultEnv) []string {
+			bin := buildWithLib(t, filepath.Join(e.Dir, "tool"))
+			os.Remove(filepath.Join(filepath.Dir(bin), "libfault.so"))
+			e.WriteManifest(fmt.Sprintf("[tools.libtool]\npath = %q\n", bin))
+			os.Symlink("guard", filepath.Join(e.ShimDir, "libtool"))
+			return []string{"libtool"}
+		}, status: 127, stderr: `guard: libtool: .*/libtool: missing library libfault\.so\n.*no build recipe or package heals it`},
+		{name: "unwritable shim dir", root: true, setup: func(t *testing.T, e *faultEnv) []string {
+			os.Remove(filepath.Join(e.ShimDir, "llama-completion"))
+			return []string{"mount:ro:" + e.ShimDir, "npx", "cowsay"}
+		}, status: 0, stdout: "npx --yes cowsay\n",
+			stderr: `guard: could not mend the shim folder .*/\.shim: .*read-only file system`},
+		{name: "HOME unset", setup: func(t *testing.T, e *faultEnv) []string {
+			e.Env = append(e.Env, "HOME=")
+			return []string{"npx", "cowsay"}
+		}, status: 125, stderr: `^guard: npx: HOME is not set; set it to your home folder\n$`},
+		{name: "unknown model not gguf", setup: func(t *testing.T, e *faultEnv) []string {
+			p := filepath.Join(e.Home, "other.gguf")
+			os.WriteFile(p, []byte("Entry not found"), 0o644)
+			return []string{"llama-completion", "-m", p, "-p", "hi"}
+		}, status: 127, stderr: `model .*/other\.gguf: .*(not a GGUF|Entry not found).*the manifest does not know this file`},
+		{name: "tool missing, no recipe", setup: func(t *testing.T, e *faultEnv) []string {
+			os.Remove(filepath.Join(e.Bin, "npx"))
+			e.Env = append(e.Env, "PATH="+e.ShimDir+":"+e.Bin)
+			return []string{"npx", "cowsay"}
+		}, status: 127, stderr: `guard: npx: not found; tried .*/bin/npx\nno build recipe or package heals it; install it, or give \[tools\.npx\] a path, build or package in the manifest`},
+	}
+
+	for _, tc := range cases {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			if tc.root && !mounts {
+				t.Skip("needs root and unshare for a mount namespace")
+			}
+			e := newFaultEnv(t, badManifest(fmt.Sprintf("size = %d", badModelSize)))
+			e.Tool("llama-completion", fakeModelReader)
+			e.Tool("npx", `echo "npx $*"`)
+			e = e.With(tc.env...)
+			call := tc.setup(t, e)
+			var r faultResult
+			if m, ok := strings.CutPrefix(call[0], "mount:"); ok {
+				parts := strings.Split(m, ":")
+				size := ""
+				if len(parts) > 2 {
+					size = parts[2]
+				}
+				r = e.underMount(parts[0], parts[1], size, call[1], call[2:]...)
+			} else {
+				r = e.Run(call[0], call[1:]...)
+			}
+			t.Logf("%s", r)
+			assertNoCrash(t, tc.name, r)
+			if r.Code != tc.status {
+				t.Errorf("exit %d, want %d\n%s", r.Code, tc.status, r)
+			}
+			if tc.stderr != "" && !regexp.MustCompile(tc.stderr).MatchString(r.Stderr) {
+				t.Errorf("stderr does not match %q\n%s", tc.stderr, r)
+			}
+			if tc.stdout != "" && r.Stdout != tc.stdout {
+				t.Errorf("stdout %q, want %q", r.Stdout, tc.stdout)
+			}
+			if tc.check != nil {
+				tc.check(t, e, r)
+			}
+			checkLocksFree(t, e.StateDir)
+			checkLogLines(t, e.Log)
+		})
+	}
+}
+
+// badManifest is the table's manifest: a fake llama-completion and npx,
+// a short heal budget so retries end fast, and one model whose size and
+// urls lines are given.
+func badManifest(model string) string {
+	return `[budget]
+heal = "2s"
+
+[tools.npx]
+args = ["--yes"]
+
+[tools.llama-completion]
+path = "$BIN/llama-completion"
+cache = false
+
+[[models]]
+file = "m.gguf"
+` + model + "\n"
+}
+
+func copyExe(t *testing.T, src, dst string) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// buildWithLib compiles a tiny program that needs libfault.so beside it
+// (an $ORIGIN RPATH, like llama.cpp's build/bin) and returns its path.
+func buildWithLib(t *testing.T, dir string) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("lib.c", "int fault_answer(void) { return 42; }\n")
+	write("main.c", "#include <stdio.h>\nint fault_answer(void);\nint main(void) { printf(\"%d\\n\", fault_answer()); return 0; }\n")
+	for _, argv := range [][]string{
+		{cc, "-shared", "-fPIC", "-o", "libfault.so", "lib.c"},
+		{cc, "-o", "libtool", "main.c", "-L.", "-lfault", "-Wl,-rpath,$ORIGIN"},
+	} {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+	}
+	return filepath.Join(dir, "libtool")
+}
+
+// A panic anywhere on the call's goroutine becomes exit 125, a message that
+// says it is guard's own bug, and an error event in the heal log. (guard
+// has no hidden trigger for a panic, so this calls the deferred Recover the
+// way run does.)
+func TestRecoverTurnsPanicInto125(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "selfheal.log")
+	t.Setenv("GUARD_LOG", log)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	status := func() (status int) {
+		defer guard.Recover(&status)
+		var m map[string]int
+		m["boom"]++ // a real runtime panic, not a string
+		return 0
+	}()
+	os.Stderr = stderr
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if status != 125 {
+		t.Errorf("status %d, want 125", status)
+	}
+	if !strings.HasPrefix(string(out), "guard: internal error: assignment to entry in nil map\nguard: please report it") {
+		t.Errorf("message:\n%s", out)
+	}
+	evs := logEvents(t, log, "call.end")
+	if len(evs) != 1 || evs[0]["level"] != "error" || evs[0]["result"] != "failed" ||
+		!strings.Contains(fmt.Sprint(evs[0]["reason"]), "panic: assignment to entry in nil map") {
+		t.Errorf("heal log events: %v", evs)
+	}
+}
