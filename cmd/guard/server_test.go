@@ -37,6 +37,7 @@ import (
 //	wronghash  the right size and header, other bytes
 //	slow       the first GET sends 5/8 at once, then 8 KiB every 100 ms; then ok
 //	lfs        200 with a Git-LFS pointer
+//	redirect   302 to /ok/SIZE/NAME, as huggingface.co/.../resolve/ sends to its CDN
 //
 // Every GET is counted per path and appended to $WORK/requests.log as
 // "GET PATH range=R auth=A" (R and A are "-" when absent), for grep.
@@ -143,6 +144,8 @@ func (s *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serveFile(cw, r, body)
 	case kind == "slow":
 		s.trickle(cw, r, body)
+	case kind == "redirect":
+		http.Redirect(w, r, "/ok/"+strings.Join(parts[1:], "/"), http.StatusFound)
 	case kind == "lfs":
 		io.WriteString(cw, "version https://git-lfs.github.com/spec/v1\noid sha256:"+strings.Repeat("ab", 32)+"\nsize "+strconv.Itoa(size)+"\n")
 	default:
