@@ -36,7 +36,14 @@ func Heal(ctx context.Context, c *Config, out io.Writer, names []string) bool {
 	}
 	known := map[string]bool{}
 	if len(names) == 0 {
-		rows = append(rows, [3]string{"shims", c.ShimDir, "ok"})
+		rows = append(rows, [3]string{"shims", tilde(c.Home, c.ShimDir), "ok"})
+	}
+	// Judge every tool before healing any: one rebuild often brings back
+	// several tools, which then count as healed, not as fine all along.
+	wasOK := map[string]bool{}
+	for name, tool := range c.M.Tools {
+		path, err := c.resolve(tool)
+		wasOK[name] = err == nil && c.checkBinary(path) == ""
 	}
 	for _, name := range sortedKeys(c.M.Tools) {
 		known[name] = true
@@ -44,16 +51,15 @@ func Heal(ctx context.Context, c *Config, out io.Writer, names []string) bool {
 			continue
 		}
 		tool := c.M.Tools[name]
-		path, err := c.resolve(tool)
-		wasOK := err == nil && c.checkBinary(path) == ""
-		if !wasOK {
+		var err error
+		if !wasOK[name] {
 			if _, status := c.Target(ctx, tool); status != 0 {
 				err = errors.New("see the message above")
 			} else {
 				err = nil
 			}
 		}
-		add("tool", name, err, wasOK)
+		add("tool", name, err, wasOK[name])
 	}
 	for _, m := range c.M.Models {
 		known[m.File] = true

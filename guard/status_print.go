@@ -45,14 +45,16 @@ func (p *printer) mark(ok bool, s string) string {
 
 // tilde writes a path under HOME as ~/..., which is shorter and the same
 // on every machine.
-func (p *printer) tilde(path string) string {
-	if p.home == "" || p.home == "/" {
+func (p *printer) tilde(path string) string { return tilde(p.home, path) }
+
+func tilde(home, path string) string {
+	if home == "" || home == "/" {
 		return path
 	}
-	if path == p.home {
+	if path == home {
 		return "~"
 	}
-	if rest, ok := strings.CutPrefix(path, p.home+"/"); ok {
+	if rest, ok := strings.CutPrefix(path, home+"/"); ok {
 		return "~/" + rest
 	}
 	return path

@@ -71,6 +71,8 @@ func setup(e *testscript.Env) error {
 	e.Setenv("GUARD_DEPTH", "")
 	e.Setenv("GUARD_PROGRESS_EVERY", "100ms")
 	e.Setenv("CI", "")
+	// The race detector sleeps 1 s at every exit by default; guard exits a lot.
+	e.Setenv("GORACE", "atexit_sleep_ms=0")
 	e.Setenv("npm_config_yes", "")
 	e.Setenv("REPO", repoRoot())
 	for _, hook := range setupHooks {
