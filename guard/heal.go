@@ -51,11 +51,15 @@ func (c *Config) healBinary(ctx context.Context, tool *manifest.Tool, why error)
 		}
 		ctx, cancel := context.WithTimeout(ctx, healTimeout(rec.Timeout.D(), c.M.Budget.Heal.D()))
 		defer cancel()
-		return c.builder().Build(ctx, tool.Name, rec, tool.Path)
+		return underSignals(ctx, func(ctx context.Context) error {
+			return c.builder().Build(ctx, tool.Name, rec, tool.Path)
+		})
 	case tool.Package != "":
 		ctx, cancel := context.WithTimeout(ctx, c.M.Budget.Heal.D())
 		defer cancel()
-		return c.builder().InstallPackages(ctx, tool.Name, []string{tool.Package})
+		return underSignals(ctx, func(ctx context.Context) error {
+			return c.builder().InstallPackages(ctx, tool.Name, []string{tool.Package})
+		})
 	}
 	return fmt.Errorf("%v\n%s", why, noHealHint(tool))
 }
@@ -81,7 +85,12 @@ func (c *Config) ensureModel(ctx context.Context, tool, path string, force bool)
 		}
 		return nil
 	}
-	return c.healer().Ensure(ctx, tool, m, path, force)
+	if c.healer().Check(m, path).Healthy() {
+		return nil // the fast path: no signal handler, no goroutine
+	}
+	return underSignals(ctx, func(ctx context.Context) error {
+		return c.healer().Ensure(ctx, tool, m, path, force)
+	})
 }
 
 func (c *Config) modelState(m *manifest.Model) ModelState {

@@ -108,7 +108,11 @@ func Pin(c *Config, out io.Writer) error {
 	for _, m := range c.M.Models {
 		path := c.M.ModelsPath(m.File)
 		st := c.healer().Check(m, path)
-		if !st.Healthy() && st != "stale" {
+		if st == verify.OK && m.SHA256 != "" {
+			fmt.Fprintf(out, "%s: already pinned and verified\n", m.File)
+			continue
+		}
+		if !st.Healthy() && st != verify.Stale {
 			fmt.Fprintf(out, "%s: %s, not pinned (guard heal %s first)\n", m.File, st, m.File)
 			continue
 		}

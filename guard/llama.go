@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/term"
@@ -58,6 +59,9 @@ func (c *Config) llamaCall(ctx context.Context, tool *manifest.Tool, args []stri
 		modelPath = absPath(modelPath)
 		if err := c.ensureModel(ctx, tool.Name, modelPath, false); err != nil {
 			c.Say("%s: %v", tool.Name, err)
+			if ie, ok := interrupted(err); ok {
+				return ie.Status()
+			}
 			return runner.StatusNotFound
 		}
 	}
@@ -180,10 +184,17 @@ func (c *Config) attempt(ctx context.Context, name string, n int, a shims.Attemp
 	if a.Model != "" && n > 1 {
 		if err := c.ensureModel(ctx, a.Tool, a.Model, false); err != nil {
 			c.Say("%s: %v", a.Tool, err)
+			if ie, ok := interrupted(err); ok {
+				return runner.Result{Outcome: runner.Interrupted, Signal: ie.Signal, Err: err}, "interrupted"
+			}
 			return runner.Result{Outcome: runner.StartFailed, Err: fmt.Errorf("%w: %v", exec.ErrNotFound, err)}, "model not available"
 		}
 	}
 	real, status := c.Target(ctx, tool)
+	if status > 128 {
+		sig := syscall.Signal(status - 128)
+		return runner.Result{Outcome: runner.Interrupted, Signal: sig}, "interrupted"
+	}
 	if status != 0 {
 		return runner.Result{Outcome: runner.StartFailed, Err: fmt.Errorf("%w: %s cannot be healed", exec.ErrNotFound, a.Tool)}, "binary missing and not healed"
 	}

@@ -26,6 +26,9 @@ func (c *Config) Target(ctx context.Context, tool *manifest.Tool) (string, int) 
 	}
 	if healErr := c.healBinary(ctx, tool, err); healErr != nil {
 		c.Say("%s: %v", tool.Name, healErr)
+		if ie, ok := interrupted(healErr); ok {
+			return "", ie.Status()
+		}
 		return "", runner.StatusNotFound
 	}
 	path, err = c.resolve(tool)
