@@ -15,7 +15,7 @@ out="${GUARD_BUILD_DIR:-$PWD/bin}"
 mkdir -p "$out"
 version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
 echo "install.sh: building guard $version (static, CGO_ENABLED=0)"
-build() { CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" "$@" -o "$out/guard" ./cmd/guard; }
+build() { CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -ldflags "-s -w -X main.version=$version" "$@" -o "$out/guard" ./cmd/guard; }
 # A checkout git will not read (owned by another user, no .git) must not stop
 # the install: build again without the VCS stamp.
 build 2>/dev/null || build -buildvcs=false

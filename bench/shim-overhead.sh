@@ -42,7 +42,7 @@ mkdir -p "$out" "$tmp/realbin" "$tmp/home" "$tmp/state"
 # Same flags as a release build (DESIGN.md section 9): a cgo link alone
 # adds milliseconds a call.
 build() {
-	CGO_ENABLED=0 go build -C "$root" -trimpath -ldflags "-s -w" -o "$1" "$2"
+	CGO_ENABLED=0 go build -C "$root" -tags urfave_cli_no_docs -trimpath -ldflags "-s -w" -o "$1" "$2"
 }
 echo "building in $root" >&2
 build "$out/minimal" ./bench/floor/minimal

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // promptKind classifies the question a tool is waiting on.
@@ -20,20 +21,26 @@ const (
 	replPrompt
 )
 
+// The patterns compile on first use, not at package init: a shim call that
+// execs its tool never watches for prompts and must not pay for them.
 var (
 	// Secrets are never answered: the prompt word, then the line ends in
 	// ':' or '?' ("Password:", "[sudo] password for bob:",
 	// "Enter passphrase for key '/root/.ssh/id_ed25519':").
-	passwordRe = regexp.MustCompile(`(?i)(password|passphrase)[^\n]*[:?]\s*$`)
+	passwordRe = lazyRegexp(`(?i)(password|passphrase)[^\n]*[:?]\s*$`)
 	// Inquirer, enquirer and prompts draw "? question › default" and redraw
 	// on every key, so a typed answer would not mean what it seems to.
-	inquirerRe = regexp.MustCompile(`^\s*\?\s+\S.*[›❯]`)
+	inquirerRe = lazyRegexp(`^\s*\?\s+\S.*[›❯]`)
 	// Questions that take y (or yes) and a newline. Only at the end of the
 	// line: the tool printed the question and is waiting.
-	yesNoRe = regexp.MustCompile(`(?i)(\(y\)|\(y/n\)|\[y/n\]|\(yes/no[^)]*\)|\[yes/no\])\s*[:?]?\s*$`)
+	yesNoRe = lazyRegexp(`(?i)(\(y\)|\(y/n\)|\[y/n\]|\(yes/no[^)]*\)|\[yes/no\])\s*[:?]?\s*$`)
 	// "(yes/no)" questions (ssh host keys, terraform) reject a bare y.
-	yesWordRe = regexp.MustCompile(`(?i)[(\[]yes/no`)
+	yesWordRe = lazyRegexp(`(?i)[(\[]yes/no`)
 )
+
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // detectPrompt looks at the unfinished last line of tail, the end of the
 // output, and returns the prompt it shows, if any.
@@ -42,11 +49,11 @@ func detectPrompt(tail []byte) (string, promptKind) {
 	switch {
 	case line == "":
 		return "", noPrompt
-	case passwordRe.MatchString(line):
+	case passwordRe().MatchString(line):
 		return line, passwordPrompt
-	case inquirerRe.MatchString(line):
+	case inquirerRe().MatchString(line):
 		return line, inquirerPrompt
-	case yesNoRe.MatchString(line):
+	case yesNoRe().MatchString(line):
 		return line, yesNoPrompt
 	case line == ">" || line == ">>>":
 		return line, replPrompt
@@ -57,7 +64,7 @@ func detectPrompt(tail []byte) (string, promptKind) {
 // yesReply is the answer to a yes/no prompt; enter is what the Enter key sends
 // on the child's stdin ("\n" on a pipe, "\r" on a terminal).
 func yesReply(prompt, enter string) string {
-	if yesWordRe.MatchString(prompt) {
+	if yesWordRe().MatchString(prompt) {
 		return "yes" + enter
 	}
 	return "y" + enter
