@@ -110,6 +110,21 @@ if [[ -n $have_guard ]]; then
 	done
 fi
 
+# A prompt-cache hit: the llama shim answers a repeated call from the cache
+# without starting the tool (the first call below stores the answer).
+if [[ -n $have_guard ]]; then
+	mkdir -p "$HOME/llama.cpp/build/bin"
+	printf '#!/bin/sh\necho "a cached answer"\n' >"$HOME/llama.cpp/build/bin/llama-completion"
+	chmod +x "$HOME/llama.cpp/build/bin/llama-completion"
+	printf 'GGUF\003\000\000\000' >"$HOME/m.gguf"
+	llama_call="$GUARD_SHIM_DIR/llama-completion -m $HOME/m.gguf -p hi -n 4"
+	if ! $llama_call </dev/null >"$tmp/llama.out" 2>&1 || ! grep -q 'a cached answer' "$tmp/llama.out"; then
+		echo "guard's llama path fails:" >&2
+		sed 's/^/  /' "$tmp/llama.out" >&2
+		llama_call=
+	fi
+fi
+
 names=(direct bash-shim minimal-go zap-floor)
 cmds=("$real" "$out/bash-shim" "$out/minimal" "$out/zapfloor")
 if [[ -n $have_guard ]]; then
@@ -117,7 +132,11 @@ if [[ -n $have_guard ]]; then
 	cmds+=("$GUARD_SHIM_DIR/plain" "$GUARD_SHIM_DIR/npx" "$GUARD_SHIM_DIR/slowtool")
 	echo "guard modes: plain=${mode[plain]} npx=${mode[npx]} slowtool=${mode[slowtool]}" >&2
 fi
-modes="guard-plain=${mode[plain]:-} guard-npx=${mode[npx]:-} guard-slowtool=${mode[slowtool]:-}"
+if [[ -n ${llama_call:-} ]]; then
+	names+=(guard-cache-hit)
+	cmds+=("$llama_call")
+fi
+modes="guard-plain=${mode[plain]:-} guard-npx=${mode[npx]:-} guard-slowtool=${mode[slowtool]:-} guard-cache-hit=cache"
 
 # Rounds interleave the commands so a load change on a shared machine hits
 # every row alike instead of whichever command was running at the time.
@@ -145,11 +164,12 @@ else
 	for ((round = 1; round <= rounds; round++)); do
 		for i in "${!names[@]}"; do
 			cmd=${cmds[$i]}
-			for ((r = 0; r < warmup; r++)); do "$cmd" </dev/null >/dev/null 2>&1; done
+			# Unquoted: a row may carry arguments (the cache-hit call).
+			for ((r = 0; r < warmup; r++)); do $cmd </dev/null >/dev/null 2>&1; done
 			start=$(date +%s%N)
 			# bash's time keyword gives the children's user and system time.
 			cpu=$( { TIMEFORMAT='%3U %3S'; time for ((r = 0; r < per_round; r++)); do
-				"$cmd" </dev/null >/dev/null 2>&1; done; } 2>&1)
+				$cmd </dev/null >/dev/null 2>&1; done; } 2>&1)
 			end=$(date +%s%N)
 			# A loop gives no median: the mean stands in for it.
 			awk -v n="${names[$i]}" -v ns=$((end - start)) -v runs="$per_round" -v r="$round" -v cpu="$cpu" \
@@ -166,7 +186,7 @@ faults=$tmp/faults.csv
 : >"$faults"
 if command -v perf >/dev/null && perf stat -e page-faults true 2>/dev/null; then
 	for i in "${!names[@]}"; do
-		n=$(perf stat -x, -e page-faults -r 20 "${cmds[$i]}" 2>&1 >/dev/null </dev/null | awk -F, '$3 == "page-faults" { print $1 }')
+		n=$(perf stat -x, -e page-faults -r 20 ${cmds[$i]} 2>&1 >/dev/null </dev/null | awk -F, '$3 == "page-faults" { print $1 }')
 		echo "${names[$i]},$n" >>"$faults"
 	done
 fi
@@ -208,6 +228,8 @@ END {
 			goal = sprintf("%s exec <= %.2fx", r <= eg ? "PASS" : "MISS", eg)
 		else if (mode[name] == "supervised")
 			goal = sprintf("%s supervised <= %.2fx", r <= sg ? "PASS" : "MISS", sg)
+		else if (mode[name] == "cache")
+			goal = sprintf("%s cache hit <= %.2fx", r <= sg ? "PASS" : "MISS", sg)
 		printf "%-16s %8.3f %9.3f %7.3f %6s %8.2f %8.2f  %s\n", name, mean[name], mid[name], cpums[name], pf[name] == "" ? "-" : pf[name], v[name] / d, r, goal
 	}
 }' "$faults" "$csv"
