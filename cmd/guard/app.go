@@ -126,31 +126,21 @@ var installCommand = &cli.Command{
 		&cli.BoolFlag{Name: "no-rc", Usage: "do not add the PATH block to ~/.bashrc and ~/.profile"},
 		&cli.BoolFlag{Name: "force", Usage: "replace files in the shim folder that are not guard's links"},
 	},
-	Action: func(ctx *cli.Context) error {
-		c, err := config()
-		if err != nil {
-			return err
-		}
-		defer c.Close()
+	Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
 		if d := ctx.String("shim-dir"); d != "" {
 			c.ShimDir = d
 		}
-		return exitErr(guard.Install(c, os.Stdout, ctx.Bool("no-rc"), ctx.Bool("force")), 125)
-	},
+		return guard.Install(c, os.Stdout, ctx.Bool("no-rc"), ctx.Bool("force"))
+	}),
 }
 
 var uninstallCommand = &cli.Command{
 	Name:      "uninstall",
 	Usage:     "remove the shim links, guard's copy and the PATH block; models, cache and log stay",
 	UsageText: usage("guard uninstall", "guard uninstall"),
-	Action: func(ctx *cli.Context) error {
-		c, err := config()
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		return exitErr(guard.Uninstall(c, os.Stdout), 125)
-	},
+	Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
+		return guard.Uninstall(c, os.Stdout)
+	}),
 }
 
 var statusCommand = &cli.Command{
@@ -192,18 +182,13 @@ var healCommand = &cli.Command{
 	Name:      "heal",
 	Usage:     "heal everything now (or the named tools and models): shims, packages, builds, models, auth",
 	UsageText: usage("guard heal [NAME...]", "guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
-	Action: func(ctx *cli.Context) error {
-		c, err := config()
-		if err != nil {
-			return err
-		}
-		defer c.Close()
+	Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
 		c.Repair()
 		if !guard.Heal(ctx.Context, c, os.Stdout, ctx.Args().Slice()) {
 			return cli.Exit("some things could not be healed (see above)", 1)
 		}
 		return nil
-	},
+	}),
 }
 
 var execCommand = &cli.Command{
@@ -238,19 +223,14 @@ var askCommand = &cli.Command{
 		&cli.BoolFlag{Name: "json", Usage: "one JSON object per role"},
 		&cli.StringFlag{Name: "role", Usage: "ask only this swarm role"},
 	},
-	Action: func(ctx *cli.Context) error {
-		c, err := config()
-		if err != nil {
-			return err
-		}
-		defer c.Close()
+	Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
 		c.Repair()
 		code := guard.Ask(ctx.Context, c, os.Stdout, guard.AskOptions{JSON: ctx.Bool("json"), Role: ctx.String("role"), Prompt: ctx.Args().Slice()})
 		if code != 0 {
 			return cli.Exit("", code)
 		}
 		return nil
-	},
+	}),
 }
 
 var cacheCommand = &cli.Command{
@@ -262,27 +242,17 @@ var cacheCommand = &cli.Command{
 			Name:      "stats",
 			Usage:     "entries, bytes, hits, misses and seconds saved",
 			UsageText: usage("guard cache stats", "guard cache stats"),
-			Action: func(ctx *cli.Context) error {
-				c, err := config()
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				return exitErr(guard.CacheStats(c, os.Stdout), 125)
-			},
+			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
+				return guard.CacheStats(c, os.Stdout)
+			}),
 		},
 		{
 			Name:      "clear",
 			Usage:     "remove every cached answer",
 			UsageText: usage("guard cache clear", "guard cache clear"),
-			Action: func(ctx *cli.Context) error {
-				c, err := config()
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				return exitErr(guard.CacheClear(c, os.Stdout), 125)
-			},
+			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
+				return guard.CacheClear(c, os.Stdout)
+			}),
 		},
 	},
 }
@@ -304,27 +274,17 @@ var manifestCommand = &cli.Command{
 			Name:      "show",
 			Usage:     "print the effective manifest",
 			UsageText: usage("guard manifest show", "guard manifest show > my-manifest.toml"),
-			Action: func(ctx *cli.Context) error {
-				c, err := config()
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				return exitErr(c.M.Encode(os.Stdout), 125)
-			},
+			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
+				return c.M.Encode(os.Stdout)
+			}),
 		},
 		{
 			Name:      "pin",
 			Usage:     "hash every model that passes size and header and write its sha256 into the user manifest",
 			UsageText: usage("guard manifest pin", "guard heal && guard manifest pin"),
-			Action: func(ctx *cli.Context) error {
-				c, err := config()
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				return exitErr(guard.Pin(c, os.Stdout), 125)
-			},
+			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
+				return guard.Pin(c, os.Stdout)
+			}),
 		},
 	},
 }
@@ -344,6 +304,20 @@ var completionCommand = &cli.Command{
 		}
 		return nil
 	},
+}
+
+// withConfig is the action of a command that needs the configuration: it
+// loads it (a bad manifest exits 125), runs the command, and turns a plain
+// error into exit 125 (guard itself could not work); a cli.Exit passes.
+func withConfig(run func(*cli.Context, *guard.Config) error) cli.ActionFunc {
+	return func(ctx *cli.Context) error {
+		c, err := config()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return exitErr(run(ctx, c), 125)
+	}
 }
 
 // exitErr turns an error into guard's message and the given status.
