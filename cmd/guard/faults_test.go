@@ -24,10 +24,12 @@ import (
 
 	"github.com/gofrs/flock"
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/sandbox-guard/guard/manifest"
 )
 
 func init() {
-	setupHooks = append(setupHooks, noOrphansHook)
+	setupHooks = append(setupHooks, noOrphansHook, fastRaceExit)
 	scriptCmds["groupgone"] = cmdGroupGone
 }
 
@@ -68,7 +70,7 @@ type faultEnv struct {
 	Log      string
 	Manifest string
 	Bin      string // fake real tools, on PATH after the shim folder
-	Guard    string // a link named guard to this test binary
+	Guard    string // a link named guard to this test binary, outside the shim folder
 	Env      []string
 }
 
@@ -103,6 +105,8 @@ func newFaultEnv(t testing.TB, manifest string) *faultEnv {
 		t.Fatal(err)
 	}
 	e.Env = append(faultBaseEnv(),
+		// A -race guard otherwise sleeps a second at every exit.
+		"GORACE=atexit_sleep_ms=0",
 		"HOME="+e.Home,
 		"GUARD_SHIM_DIR="+e.ShimDir,
 		"GUARD_STATE_DIR="+e.StateDir,
@@ -112,10 +116,47 @@ func newFaultEnv(t testing.TB, manifest string) *faultEnv {
 		"PATH="+e.ShimDir+":"+e.Bin+":"+os.Getenv("PATH"),
 	)
 	e.WriteManifest(manifest)
-	if r := e.RunPath(e.Guard, "install", "--no-rc"); r.Code != 0 {
-		t.Fatalf("guard install: exit %d\n%s", r.Code, r.Stderr)
-	}
+	e.LinkShims()
 	return e
+}
+
+// LinkShims installs guard the cheap way: what `guard install --no-rc`
+// leaves behind (the install marker, a guard and a link per manifest tool
+// in the shim folder), with guard a link to this test binary rather than a
+// copy of it, which under -race weighs tens of megabytes. install.txtar
+// tests the real command.
+func (e *faultEnv) LinkShims() {
+	e.t.Helper()
+	data, err := os.ReadFile(e.Manifest)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m, err := manifest.Parse(e.Manifest, data, e.Home)
+	if err != nil {
+		return // a test of a bad manifest: the call reports it
+	}
+	self, _ := os.Readlink(e.Guard)
+	for _, d := range []string{e.ShimDir, e.StateDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	links := map[string]string{"guard": self}
+	for name := range m.Tools {
+		links[name] = "guard"
+	}
+	for name, target := range links {
+		p := filepath.Join(e.ShimDir, name)
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		if err := os.Symlink(target, p); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(e.StateDir, "installed"), []byte(e.ShimDir+"\n"), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // cleanEnv is this process's environment without anything that would make
@@ -125,7 +166,7 @@ func faultBaseEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "GUARD_") || k == "HOME" || k == "PATH" || k == "CI" ||
-			k == "npm_config_yes" || k == "HF_TOKEN" || k == "WORK" {
+			k == "npm_config_yes" || k == "HF_TOKEN" || k == "WORK" || k == "GORACE" {
 			continue
 		}
 		env = append(env, kv)
@@ -420,6 +461,14 @@ func assertNoCrash(t testing.TB, what string, r faultResult) {
 			return
 		}
 	}
+}
+
+// fastRaceExit stops a -race guard from sleeping a second at every exit
+// (the race runtime's default), which made the scripts' many guard calls
+// the bulk of a -race run. It changes nothing in a normal build.
+func fastRaceExit(env *testscript.Env) error {
+	env.Setenv("GORACE", "atexit_sleep_ms=0")
+	return nil
 }
 
 // noOrphansHook makes every testscript script assert, at its end, that no
