@@ -29,7 +29,7 @@ import (
 )
 
 func init() {
-	setupHooks = append(setupHooks, noOrphansHook, fastRaceExit)
+	setupHooks = append(setupHooks, noOrphansHook)
 	scriptCmds["groupgone"] = cmdGroupGone
 }
 
@@ -461,14 +461,6 @@ func assertNoCrash(t testing.TB, what string, r faultResult) {
 			return
 		}
 	}
-}
-
-// fastRaceExit stops a -race guard from sleeping a second at every exit
-// (the race runtime's default), which made the scripts' many guard calls
-// the bulk of a -race run. It changes nothing in a normal build.
-func fastRaceExit(env *testscript.Env) error {
-	env.Setenv("GORACE", "atexit_sleep_ms=0")
-	return nil
 }
 
 // noOrphansHook makes every testscript script assert, at its end, that no
