@@ -1,30 +1,53 @@
 // Package lock serialises heals across processes with advisory file locks
-// (gofrs/flock). A lock is only ever taken on the slow path, after a fast
-// check found something to heal.
+// (flock(2)). A lock is only ever taken on the slow path, after a fast check
+// found something to heal.
+//
+// The lock belongs to the open lock file, not to the process: a child given
+// that file (File, exec.Cmd.ExtraFiles) holds the lock with us, so a build
+// step orphaned by a killed guard keeps it until the step exits. gofrs/flock
+// does not expose its file, hence the few lines of flock(2) here.
 package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
-
-	"github.com/gofrs/flock"
 )
 
-// Held is a lock this process owns. The kernel drops it if the process dies,
-// so a SIGKILL never leaves a lock held.
+// pollEvery is how often a waiting Acquire tries the lock again.
+const pollEvery = 100 * time.Millisecond
+
+// Held is a lock this process owns. The kernel drops it when every process
+// holding its file has exited, so a SIGKILL never leaves a lock held.
 type Held struct {
-	f      *flock.Flock
+	f      *os.File
 	Waited time.Duration // how long Acquire waited for another holder
 }
 
-// Release unlocks. It is safe on a nil Held.
+// Release unlocks, for every process holding the file too (an escaped
+// daemon that kept it cannot keep the lock once guard is done), and closes
+// the file. It is safe on a nil Held.
 func (h *Held) Release() {
-	if h != nil {
-		_ = h.f.Unlock()
+	if h == nil || h.f == nil {
+		return
 	}
+	_ = syscall.Flock(int(h.f.Fd()), syscall.LOCK_UN)
+	_ = h.f.Close()
+	h.f = nil
+}
+
+// File is the open lock file. Hand it to a child (exec.Cmd.ExtraFiles) to
+// have the lock outlive this process for as long as the child runs. Nil
+// after Release.
+func (h *Held) File() *os.File {
+	if h == nil {
+		return nil
+	}
+	return h.f
 }
 
 // Acquire takes the exclusive lock at path, creating its folder. When another
@@ -34,9 +57,13 @@ func Acquire(ctx context.Context, path string, onWait func()) (*Held, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	f := flock.New(path)
-	ok, err := f.TryLock()
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	ok, err := tryLock(f)
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if ok {
@@ -46,12 +73,38 @@ func Acquire(ctx context.Context, path string, onWait func()) (*Held, error) {
 		onWait()
 	}
 	start := time.Now()
-	ok, err = f.TryLockContext(ctx, 100*time.Millisecond)
-	if err != nil || !ok {
-		if err == nil {
-			err = ctx.Err()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock %s: waited %s: %w", path, time.Since(start).Round(time.Second), ctx.Err())
+		case <-tick.C:
 		}
-		return nil, fmt.Errorf("lock %s: waited %s: %w", path, time.Since(start).Round(time.Second), err)
+		ok, err := tryLock(f)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if ok {
+			return &Held{f: f, Waited: time.Since(start)}, nil
+		}
 	}
-	return &Held{f: f, Waited: time.Since(start)}, nil
+}
+
+// tryLock takes the lock without blocking; false means another holder.
+func tryLock(f *os.File) (bool, error) {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			return false, nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		}
+		return false, err
+	}
 }

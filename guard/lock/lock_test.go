@@ -2,6 +2,8 @@ package lock_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -48,4 +50,40 @@ func TestAcquireTimesOut(t *testing.T) {
 	if _, err := lock.Acquire(ctx, path, nil); err == nil {
 		t.Fatal("Acquire succeeded while the lock was held")
 	}
+}
+
+// A child given the lock file holds the lock after its parent's copy is
+// gone, as a build step does when guard is killed.
+func TestChildKeepsLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "b.lock")
+	h, err := lock.Acquire(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command("sleep", "0.5")
+	child.ExtraFiles = []*os.File{h.File()}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { child.Wait(); close(exited) }()
+	h.File().Close() // what the kernel does when guard dies without Release
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if other, err := lock.Acquire(ctx, path, nil); err == nil {
+		other.Release()
+		select {
+		case <-exited:
+			t.Skip("the machine is too slow: the child ended before the check")
+		default:
+		}
+		t.Fatal("the lock was free while the child holding its file ran")
+	}
+	<-exited
+	other, err := lock.Acquire(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Release()
+	h.Release() // already closed: must not panic
 }
