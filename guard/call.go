@@ -3,8 +3,6 @@ package guard
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -25,10 +23,7 @@ import (
 func Shim(name string, args []string, stderr io.Writer) int {
 	c, err := LoadConfig(stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "guard: %s: %v\n", name, err)
-		if !errors.Is(err, ErrNoHome) {
-			fmt.Fprintln(stderr, "guard: fix the manifest (guard manifest check) or unset GUARD_MANIFEST")
-		}
+		Tell(stderr, name+": "+LoadError(err))
 		return runner.StatusGuardFailed
 	}
 	defer c.Close()

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
@@ -65,7 +67,35 @@ func (c *Config) Close() { c.log.Close() }
 
 // Say prints a message for a person on stderr, in guard's voice.
 func (c *Config) Say(format string, a ...any) {
-	fmt.Fprintf(c.Stderr, "guard: "+format+"\n", a...)
+	Tell(c.Stderr, fmt.Sprintf(format, a...))
+}
+
+// Tell writes msg for a person on w with every line starting "guard: ",
+// so a hint on a line of its own still reads as guard's.
+func Tell(w io.Writer, msg string) {
+	for _, line := range strings.Split(strings.TrimRight(msg, "\n"), "\n") {
+		fmt.Fprintln(w, "guard: "+line)
+	}
+}
+
+// LoadError is a failed LoadConfig explained, with what to do next.
+func LoadError(err error) string {
+	if errors.Is(err, ErrNoHome) {
+		return err.Error()
+	}
+	return err.Error() + "\nfix the manifest (guard manifest check) or unset GUARD_MANIFEST"
+}
+
+// withHint adds what to do about the file-system errors a heal meets most.
+func withHint(err error) string {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return msg + "\na folder guard writes to is read-only or not yours: set GUARD_STATE_DIR (guard's state) or use a writable model folder"
+	case errors.Is(err, syscall.ENOSPC):
+		return msg + "\nthe disk is full: free space, or put models and GUARD_STATE_DIR on a larger volume"
+	}
+	return msg
 }
 
 // ToolNames lists the tools guard links in the shim folder.

@@ -58,7 +58,7 @@ func (c *Config) llamaCall(ctx context.Context, tool *manifest.Tool, args []stri
 	if modelPath != "" {
 		modelPath = absPath(modelPath)
 		if err := c.ensureModel(ctx, tool.Name, modelPath, false); err != nil {
-			c.Say("%s: %v", tool.Name, err)
+			c.Say("%s: %s", tool.Name, withHint(err))
 			if ie, ok := interrupted(err); ok {
 				return ie.Status()
 			}
@@ -183,7 +183,7 @@ func (c *Config) attempt(ctx context.Context, name string, n int, a shims.Attemp
 	}
 	if a.Model != "" && n > 1 {
 		if err := c.ensureModel(ctx, a.Tool, a.Model, false); err != nil {
-			c.Say("%s: %v", a.Tool, err)
+			c.Say("%s: %s", a.Tool, withHint(err))
 			if ie, ok := interrupted(err); ok {
 				return runner.Result{Outcome: runner.Interrupted, Signal: ie.Signal, Err: err}, "interrupted"
 			}

@@ -25,7 +25,7 @@ func (c *Config) Target(ctx context.Context, tool *manifest.Tool) (string, int) 
 		err = errors.New(path + ": " + health)
 	}
 	if healErr := c.healBinary(ctx, tool, err); healErr != nil {
-		c.Say("%s: %v", tool.Name, healErr)
+		c.Say("%s: %s", tool.Name, withHint(healErr))
 		if ie, ok := interrupted(healErr); ok {
 			return "", ie.Status()
 		}

@@ -25,11 +25,11 @@ func runApp(args []string) int {
 		return 0
 	case errors.As(err, &coder):
 		if msg := err.Error(); msg != "" {
-			fmt.Fprintln(os.Stderr, "guard: "+msg)
+			guard.Tell(os.Stderr, msg)
 		}
 		return coder.ExitCode()
 	default:
-		fmt.Fprintln(os.Stderr, "guard: "+err.Error())
+		guard.Tell(os.Stderr, err.Error())
 		return 1
 	}
 }
@@ -112,7 +112,7 @@ func versionString() string {
 func config() (*guard.Config, error) {
 	c, err := guard.LoadConfig(os.Stderr)
 	if err != nil {
-		return nil, cli.Exit(err.Error()+"\nfix the manifest (guard manifest check) or unset GUARD_MANIFEST", 125)
+		return nil, cli.Exit(guard.LoadError(err), 125)
 	}
 	return c, nil
 }

@@ -316,7 +316,7 @@ urls = ["https://example.com/m.gguf"]
 			os.Remove(filepath.Join(e.Bin, "npx"))
 			e.Env = append(e.Env, "PATH="+e.ShimDir+":"+e.Bin)
 			return []string{"npx", "cowsay"}
-		}, status: 127, stderr: `guard: npx: not found; tried .*/bin/npx\nno build recipe or package heals it; install it, or give \[tools\.npx\] a path, build or package in the manifest`},
+		}, status: 127, stderr: `guard: npx: not found; tried .*/bin/npx\nguard: no build recipe or package heals it; install it, or give \[tools\.npx\] a path, build or package in the manifest`},
 	}
 
 	for _, tc := range cases {
