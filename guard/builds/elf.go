@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,7 @@ func parseLDConf(path string, depth int) []string {
 
 // elfObject is what the loader reads from one ELF file.
 type elfObject struct {
+	file    fileStat // the file as it was parsed, for the stamp
 	class   elf.Class
 	machine elf.Machine
 	interp  string
@@ -109,12 +111,20 @@ func readELF(path string) (obj *elfObject, err error) {
 			obj, err = nil, fmt.Errorf("parse %s: %v", path, r)
 		}
 	}()
-	f, err := elf.Open(path)
+	osf, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	obj = &elfObject{class: f.Class, machine: f.Machine}
+	defer osf.Close()
+	fi, err := osf.Stat()
+	if err != nil {
+		return nil, err
+	}
+	f, err := elf.NewFile(osf)
+	if err != nil {
+		return nil, err
+	}
+	obj = &elfObject{file: statOf(path, fi), class: f.Class, machine: f.Machine}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			buf := make([]byte, min(p.Filesz, 4096))
@@ -155,8 +165,9 @@ func expandPaths(entries []string, origin string) []string {
 
 // resolution is the outcome of walking a binary's dependency tree.
 type resolution struct {
-	found         []string // every resolved file, interpreter first
-	missing       []string // sonames that did not resolve
+	found         []fileStat // every resolved file, interpreter first
+	missing       []string   // sonames that did not resolve
+	broken        []string   // "path (why)" of libraries ld.so would refuse
 	missingInterp string
 }
 
@@ -164,7 +175,9 @@ type resolution struct {
 // in ld.so's order: DT_RPATH (of the object, then of the executable) when the
 // object has no DT_RUNPATH, LD_LIBRARY_PATH, DT_RUNPATH, then ld.so.conf and
 // the system folders. Candidates of another class or machine are skipped, as
-// ld.so skips them.
+// ld.so skips them; a candidate that is not a loadable ELF object at all (a
+// library cut short by a killed linker) ends the search, as ld.so ends it
+// with "file too short".
 func resolveELF(path string) (*resolution, error) {
 	real, err := filepath.EvalSymlinks(path) // ld.so's $ORIGIN is the real folder
 	if err != nil {
@@ -176,9 +189,9 @@ func resolveELF(path string) (*resolution, error) {
 	}
 	res := &resolution{}
 	if exe.interp != "" {
-		if fileExists(exe.interp) {
-			res.found = append(res.found, exe.interp)
-		} else {
+		if fi, err := os.Stat(exe.interp); err == nil {
+			res.found = append(res.found, statOf(exe.interp, fi))
+		} else if errors.Is(err, os.ErrNotExist) {
 			res.missingInterp = exe.interp
 			res.missing = append(res.missing, exe.interp)
 		}
@@ -200,12 +213,15 @@ func resolveELF(path string) (*resolution, error) {
 			continue
 		}
 		resolved[p.name] = true
-		file, obj := findLibrary(p.name, p.obj, exe, ldPath)
-		if file == "" {
+		obj, bad := findLibrary(p.name, p.obj, exe, ldPath)
+		if bad != "" {
+			res.broken = append(res.broken, bad)
+		}
+		if obj == nil {
 			res.missing = append(res.missing, p.name)
 			continue
 		}
-		res.found = append(res.found, file)
+		res.found = append(res.found, obj.file)
 		for _, n := range obj.needed {
 			queue = append(queue, pending{obj, n})
 		}
@@ -213,7 +229,9 @@ func resolveELF(path string) (*resolution, error) {
 	return res, nil
 }
 
-func findLibrary(name string, from, exe *elfObject, ldPath []string) (string, *elfObject) {
+// findLibrary returns the object name resolves to, or nil; bad describes a
+// candidate that stopped the search.
+func findLibrary(name string, from, exe *elfObject, ldPath []string) (obj *elfObject, bad string) {
 	if strings.Contains(name, "/") {
 		return tryLibrary(name, exe)
 	}
@@ -228,24 +246,33 @@ func findLibrary(name string, from, exe *elfObject, ldPath []string) (string, *e
 	dirs = append(dirs, from.runpath...)
 	dirs = append(dirs, searchDirs()...)
 	for _, d := range dirs {
-		if file, obj := tryLibrary(filepath.Join(d, name), exe); file != "" {
-			return file, obj
+		if obj, bad := tryLibrary(filepath.Join(d, name), exe); obj != nil || bad != "" {
+			return obj, bad
 		}
 	}
-	return "", nil
+	return nil, ""
 }
 
-// tryLibrary returns file and its parsed form when it is an ELF object the
-// executable could load.
-func tryLibrary(file string, exe *elfObject) (string, *elfObject) {
-	obj, err := readELF(file)
-	if err != nil || obj.class != exe.class || obj.machine != exe.machine {
-		return "", nil
+// tryLibrary reads one candidate as ld.so would: one that is absent, not a
+// regular file, or of another class or machine is skipped (nil, ""); one
+// that exists but does not parse stops the search (nil, "path (why)").
+func tryLibrary(file string, exe *elfObject) (*elfObject, string) {
+	fi, err := os.Stat(file)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, ""
 	}
-	return file, obj
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil || !errors.Is(err, os.ErrNotExist)
+	obj, err := readELF(file)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, "" // ld.so cannot open it either and goes on
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			err = errors.New("file too short") // ld.so's words for it
+		}
+		return nil, fmt.Sprintf("%s (%v)", file, err)
+	}
+	if obj.class != exe.class || obj.machine != exe.machine {
+		return nil, ""
+	}
+	return obj, ""
 }

@@ -27,8 +27,10 @@ var slowChecks atomic.Int64
 //
 // A healthy result is stamped in stampDir (when not empty), keyed by the
 // binary's path and holding its inode, mtime and size plus the resolved
-// library paths. While the binary is unchanged, the next call only stats
-// those paths, which keeps the per-call cost to a few syscalls.
+// libraries' paths, sizes and mtimes. While the binary is unchanged, the
+// next call only stats those paths, which keeps the per-call cost to a few
+// syscalls; a library that changed size or mtime (cut short by a killed
+// linker) sends it back to the full check, which parses every library.
 func CheckBinary(path, stampDir string) Health {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -65,7 +67,7 @@ func CheckBinary(path, stampDir string) Health {
 
 // inspect does the full check and returns the paths a later stamp check must
 // find still present.
-func inspect(path string) (Health, []string) {
+func inspect(path string) (Health, []fileStat) {
 	f, err := os.Open(path)
 	if err != nil {
 		// Executable but unreadable (mode 0111): exec will still work and we
@@ -86,6 +88,10 @@ func inspect(path string) (Health, []string) {
 	}
 	if res.missingInterp != "" {
 		return Health{Reason: "missing interpreter " + res.missingInterp, Missing: res.missing}, nil
+	}
+	if len(res.broken) > 0 {
+		// Named by path: that is the file to delete (or rebuild).
+		return Health{Reason: "broken library " + strings.Join(res.broken, ", "), Missing: res.missing}, nil
 	}
 	if len(res.missing) > 0 {
 		return Health{Reason: missingReason(res.missing), Missing: res.missing}, nil

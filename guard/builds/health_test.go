@@ -168,3 +168,51 @@ func TestParseLDConf(t *testing.T) {
 		}
 	}
 }
+
+// A library cut short or overwritten in place (what a linker killed mid
+// write leaves) keeps its path: the stamp must notice the new size or mtime
+// and the full check must refuse the file, as ld.so would.
+func TestCheckBinaryBrokenLibrary(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		damage func(t *testing.T, lib string)
+	}{
+		{"truncated", func(t *testing.T, lib string) {
+			if err := os.Truncate(lib, 600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"empty", func(t *testing.T, lib string) {
+			if err := os.Truncate(lib, 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"not elf, same size", func(t *testing.T, lib string) {
+			fi, err := os.Stat(lib)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(lib, []byte(strings.Repeat("x", int(fi.Size()))), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			good := copyFixtureBin(t, false)
+			bin := filepath.Join(good, "llama-completion")
+			lib := filepath.Join(good, "libfixture.so")
+			stamps := t.TempDir()
+			if h := builds.CheckBinary(bin, stamps); !h.OK {
+				t.Fatalf("first check: %+v", h)
+			}
+			tt.damage(t, lib)
+			for _, dir := range []string{stamps, ""} { // stamped, then the full check alone
+				h := builds.CheckBinary(bin, dir)
+				if h.OK || !strings.HasPrefix(h.Reason, "broken library "+lib+" (") || !slices.Equal(h.Missing, []string{"libfixture.so"}) {
+					t.Fatalf("CheckBinary(stamps=%q) after the library was damaged = %+v", dir, h)
+
+				}
+			}
+		})
+	}
+}

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
 
 // stampHeader starts every binary stamp; bump the number when the format or
 // the meaning of a check changes, so old stamps are ignored.
-const stampHeader = "guard-binary-stamp 1"
+const stampHeader = "guard-binary-stamp 2"
 
 // maxStamp bounds a stamp's size; a binary with more dependencies than fit
 // is simply not stamped and gets the full check each time.
@@ -33,8 +34,28 @@ func stampPath(dir, binary string) string {
 	return filepath.Join(dir, "bin-"+hex.EncodeToString(sum[:16]))
 }
 
+// fileStat is what the stamp keeps of each library: a library cut short or
+// rewritten in place by a killed linker keeps its path but not its size and
+// mtime, and a stat is all the fast path can afford to look at.
+type fileStat struct {
+	path  string
+	size  int64
+	mtime int64 // nanoseconds
+}
+
+func statOf(path string, fi os.FileInfo) fileStat {
+	return fileStat{path: path, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+}
+
+// line is the stamp's line for the file: size, mtime, then the path, which
+// may hold spaces.
+func (f fileStat) line() string {
+	return strconv.FormatInt(f.size, 10) + " " + strconv.FormatInt(f.mtime, 10) + " " + f.path
+}
+
 // stampStillHolds reads the stamp and stats every file it lists. Any
-// mismatch sends the caller to the full check, which rewrites the stamp.
+// mismatch (gone, other size, other mtime) sends the caller to the full
+// check, which rewrites the stamp.
 func stampStillHolds(stamp, binary, id string) bool {
 	data, ok := readSmall(stamp)
 	if !ok {
@@ -46,11 +67,18 @@ func stampStillHolds(stamp, binary, id string) bool {
 	}
 	var st syscall.Stat_t
 	for _, dep := range lines[2:] {
-		if syscall.Stat(dep, &st) != nil {
+		size, rest, _ := strings.Cut(dep, " ")
+		mtime, path, ok := strings.Cut(rest, " ")
+		if !ok || syscall.Stat(path, &st) != nil || !sameInt(size, st.Size) || !sameInt(mtime, st.Mtim.Nano()) {
 			return false
 		}
 	}
 	return true
+}
+
+func sameInt(s string, n int64) bool {
+	v, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && v == n
 }
 
 // readSmall reads a stamp with raw descriptors: open, one read, close.
@@ -72,16 +100,17 @@ func readSmall(path string) (string, bool) {
 
 // writeStamp records a healthy check. Failures are ignored: a missing stamp
 // only costs the next call a full check.
-func writeStamp(stamp, binary, id string, deps []string) {
+func writeStamp(stamp, binary, id string, deps []fileStat) {
 	var b strings.Builder
 	b.WriteString(stampHeader + " " + id + "\n" + binary + "\n")
-	for _, d := range append([]string{binary}, deps...) {
-		if strings.Contains(d, "\n") {
-			return // cannot be written one a line; never stamp it
-		}
+	if strings.Contains(binary, "\n") {
+		return // cannot be written one a line; never stamp it
 	}
 	for _, d := range deps {
-		b.WriteString(d + "\n")
+		if strings.Contains(d.path, "\n") {
+			return
+		}
+		b.WriteString(d.line() + "\n")
 	}
 	if b.Len() >= maxStamp {
 		return
