@@ -9,7 +9,10 @@
 // process group, SIGTERM first so make and the compiler can remove half
 // written objects that would poison the next build). Steps are argv lists
 // run without a shell. Success is decided by checking the target again, not
-// by the steps' exit status alone.
+// by the steps' exit status alone. A build killed mid way (guard SIGKILLed
+// with its steps) is survivable: the next rebuild finds its marker and
+// removes the half written outputs make would trust, and a step orphaned by
+// a guard killed alone keeps the build lock until it ends.
 package builds
 
 import (
@@ -98,7 +101,7 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 		reason = h.Reason
 	}
 	start := time.Now()
-	err = b.rebuild(ctx, tool, name, rec, target, reason, limit)
+	err = b.rebuild(ctx, tool, name, rec, target, reason, limit, held.File())
 	result := "ok"
 	level := "info"
 	if err != nil {
@@ -114,7 +117,10 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 	return err
 }
 
-func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.Build, target, reason string, limit time.Duration) error {
+// rebuild runs the recipe under the build lock, whose file it hands to
+// every step (see run), and keeps the interrupted-build marker around the
+// steps (interrupted.go).
+func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.Build, target, reason string, limit time.Duration, lockFile *os.File) error {
 	if err := b.EnsureCommands(ctx, tool, rec.Needs); err != nil {
 		return fmt.Errorf("build %s: %w", name, err)
 	}
@@ -144,8 +150,10 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 		return e
 	}
 
+	cloned := false
 	if _, err := os.Stat(rec.Dir); errors.Is(err, os.ErrNotExist) {
-		if err := b.clone(ctx, rec, out, rep); err != nil {
+		cloned = true
+		if err := b.clone(ctx, rec, out, rep, lockFile); err != nil {
 			var be *BuildError
 			if errors.As(err, &be) {
 				return fail(be)
@@ -156,17 +164,32 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 		}
 	}
 
+	marker := b.markerPath(name)
+	if err := b.startRun(tool, name, rec.Dir, target, marker, cloned, logf); err != nil {
+		rep.Stop("")
+		fmt.Fprintf(logf, "== guard: %v\n", err)
+		return fmt.Errorf("build %s: %w", name, err)
+	}
+	// Steps that ended on their own (even with a failing status) leave
+	// outputs make can judge; only a step stopped from outside (timeout,
+	// cancel, a signal) keeps the marker for the next rebuild.
 	env := b.stepEnv()
 	for i, step := range rec.Steps {
 		if len(step) == 0 {
+			os.Remove(marker)
 			return fail(&BuildError{Index: i + 1, Status: -1, Err: errors.New("empty step")})
 		}
 		out.SetPrefix(fmt.Sprintf("step %d/%d %s", i+1, len(rec.Steps), step[0]), rep)
 		fmt.Fprintf(logf, "$ %s\n", quoteArgv(step))
-		if err := b.run(ctx, step, rec.Dir, env, out); err != nil {
-			return fail(stepError(ctx, i+1, step, err))
+		if err := b.run(ctx, step, rec.Dir, env, out, lockFile); err != nil {
+			e := stepError(ctx, i+1, step, err)
+			if !e.interrupted() {
+				os.Remove(marker)
+			}
+			return fail(e)
 		}
 	}
+	os.Remove(marker)
 	if target != "" {
 		if h := CheckBinary(target, b.StampDir()); !h.OK {
 			return fail(&BuildError{Target: target, Reason: h.Reason, Status: -1})
@@ -181,7 +204,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 // clone fetches the sources into rec.Dir, or explains how to. It clones
 // into a sibling folder and renames it, so a clone cut short by the heal
 // timeout never leaves a half-filled rec.Dir that later builds would trust.
-func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWriter, rep *progress.Reporter) error {
+func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWriter, rep *progress.Reporter, lockFile *os.File) error {
 	hint := quoteArgv([]string{"git", "clone", "--depth", "1", rec.Repo, rec.Dir})
 	if rec.Repo == "" {
 		return fmt.Errorf("source folder %s is missing and the recipe names no repo; put the sources there", rec.Dir)
@@ -202,7 +225,7 @@ func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWrite
 	fmt.Fprintf(out.w, "$ %s\n", quoteArgv(argv))
 	// A private or mistyped repo must fail, not wait for a password.
 	env := append(b.baseEnv(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=true", "SSH_ASKPASS=true")
-	if err := b.run(ctx, argv, parent, env, out); err != nil {
+	if err := b.run(ctx, argv, parent, env, out, lockFile); err != nil {
 		_ = os.RemoveAll(partial)
 		return stepError(ctx, 0, argv, err)
 	}
@@ -210,6 +233,27 @@ func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWrite
 		return fmt.Errorf("move the clone into place: %w; run: %s", err, hint)
 	}
 	return nil
+}
+
+// startRun scrubs what an interrupted earlier run left, when its marker is
+// there, and writes this run's marker. A fresh clone holds nothing of that
+// run (and may hold committed binaries that must stay), so it is not
+// scrubbed.
+func (b *Builder) startRun(tool, name, dir, target, marker string, cloned bool, logf io.Writer) error {
+	if fi, err := os.Lstat(marker); err == nil && !cloned {
+		removed, err := scrubPartial(dir, fi.ModTime())
+		for _, p := range removed {
+			fmt.Fprintf(logf, "== guard: removed %s (a partial output of the interrupted build)\n", p)
+		}
+		if err != nil {
+			fmt.Fprintf(logf, "== guard: scrubbing the interrupted build: %v\n", err)
+		}
+		reason := fmt.Sprintf("interrupted build: removed %d partial outputs", len(removed))
+		fmt.Fprintf(b.stderr(), "guard: the last build of %s was interrupted (%s, marker %s); removed %d outputs it may have left half written\n",
+			name, fi.ModTime().Format(time.DateTime), marker, len(removed))
+		b.event(heallog.Event{Level: "warn", Event: "binary.rebuild", Tool: tool, Target: target, Reason: reason, Result: "cleaned"})
+	}
+	return writeMarker(marker)
 }
 
 // stepEnv is the steps' environment: the base one, plus ccache as the

@@ -71,5 +71,11 @@ func (e *BuildError) what() string {
 	return "failed"
 }
 
+// interrupted tells a step stopped from outside (the heal timeout, a
+// cancel, a signal) from one that ended on its own, with any status.
+func (e *BuildError) interrupted() bool {
+	return errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled) || e.Signal != 0
+}
+
 // Unwrap gives errors.Is access to the cause (a timeout, a missing command).
 func (e *BuildError) Unwrap() error { return e.Err }

@@ -20,3 +20,8 @@ func SetKillGrace(d time.Duration) (restore func()) {
 }
 
 var ParseLDConf = parseLDConf
+
+var ScrubPartial = scrubPartial
+
+// MarkerPath is the interrupted-build marker of the recipe named name.
+func (b *Builder) MarkerPath(name string) string { return b.markerPath(name) }

@@ -28,6 +28,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runBuildHelper())
+	}
 	code := m.Run()
 	if fixtureRoot != "" {
 		os.RemoveAll(fixtureRoot)

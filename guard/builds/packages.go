@@ -163,7 +163,7 @@ func (b *Builder) aptInstall(ctx context.Context, pkgs []string) error {
 		var buf bytes.Buffer
 		out.SetPrefix(label, rep)
 		fmt.Fprintf(logf, "$ %s\n", quoteArgv(argv))
-		err := b.run(ctx, argv, "/", env, io.MultiWriter(out, &limitedBuffer{buf: &buf, max: 64 << 10}))
+		err := b.run(ctx, argv, "/", env, io.MultiWriter(out, &limitedBuffer{buf: &buf, max: 64 << 10}), nil)
 		return buf.String(), err
 	}
 	text, err := runLogged(installArgv, "apt-get install")

@@ -27,7 +27,14 @@ var errNotFound = errors.New("command not found")
 // run executes argv in dir with env in its own process group, stdin empty,
 // stdout and stderr into out. When ctx ends the whole group gets SIGTERM,
 // then SIGKILL after killGrace, so no compiler outlives the build.
-func (b *Builder) run(ctx context.Context, argv []string, dir string, env []string, out io.Writer) error {
+//
+// lockFile, when set, is the build lock's open file; the step inherits it
+// (as fd 3), so the lock stays held while any process of the step lives,
+// even when guard itself is SIGKILLed alone and its group goes on: the next
+// call then waits for the orphaned step instead of running the recipe a
+// second time in the same folder. guard's Release unlocks it for all
+// holders, so a daemon escaping the step cannot keep it past a normal end.
+func (b *Builder) run(ctx context.Context, argv []string, dir string, env []string, out io.Writer, lockFile *os.File) error {
 	path := argv[0]
 	if !strings.Contains(path, "/") {
 		p, ok := lookPathIn(path, lookupEnv(env, "PATH"))
@@ -44,6 +51,9 @@ func (b *Builder) run(ctx context.Context, argv []string, dir string, env []stri
 	cmd.Dir, cmd.Env = dir, env
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if lockFile != nil {
+		cmd.ExtraFiles = []*os.File{lockFile}
+	}
 	var killer *time.Timer
 	var mu sync.Mutex
 	cmd.Cancel = func() error {

@@ -1,0 +1,156 @@
+package builds
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// An interrupted build is one whose steps did not run to their end: guard
+// (and usually the steps' process group with it) was SIGKILLed, or the heal
+// timeout stopped them. make trusts any output newer than its inputs, so a
+// linker killed mid write leaves a truncated library, or an executable
+// without its x bit, that every later make run keeps, and each call then
+// fails until someone deletes the build folder. So a marker is written
+// before the steps and removed once they have ended on their own; a rebuild
+// that finds it first removes the build products the interrupted run may
+// have left half written, and make rebuilds them.
+
+// markerPath is the interrupted-build marker of the recipe named name.
+func (b *Builder) markerPath(name string) string {
+	return filepath.Join(b.StateDir, "builds", safeName(name)+".running")
+}
+
+// writeMarker (re)creates the marker. Removing it first gives it a fresh
+// mtime: it dates this run, and a later scrub keys on it.
+func writeMarker(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create the build folder: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove the old build marker: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write the build marker: %w", err)
+	}
+	fmt.Fprintf(f, "pid %d started %s\n", os.Getpid(), time.Now().Format(time.RFC3339Nano))
+	return f.Close()
+}
+
+// scrubPartial removes, below dir, the regular files modified at or after
+// since that a build step writes (see isBuildProduct) and returns their
+// paths. It never follows a symlink, never enters .git, and leaves sources
+// alone: a source file newer than since is not a product. Files it cannot
+// read or remove are left for make to trip over, with the error.
+func scrubPartial(dir string, since time.Time) (removed []string, err error) {
+	var errs []error
+	walkErr := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == dir {
+				return err
+			}
+			return nil // an unreadable corner is not a reason to stop
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil // symlinks (never followed), sockets, fifos
+		}
+		fi, err := d.Info()
+		if err != nil || fi.ModTime().Before(since) {
+			return nil
+		}
+		if !isBuildProduct(path, fi) {
+			return nil
+		}
+		if err := os.Remove(path); err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		removed = append(removed, path)
+		return nil
+	})
+	if walkErr != nil {
+		errs = append(errs, walkErr)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// productSuffixes are the names compilers and linkers write.
+var productSuffixes = []string{".o", ".obj", ".a", ".so"}
+
+// sourceSuffixes keep an empty file that is a source (an empty header, a
+// placeholder) from being taken for an output cut short.
+var sourceSuffixes = []string{
+	".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".m", ".mm", ".metal",
+	".py", ".sh", ".txt", ".cmake", ".in", ".md", ".json", ".toml", ".yaml", ".yml", ".go", ".rs",
+}
+
+// isBuildProduct tells an output of a compile or link step: a name ending
+// .o .obj .a .so .so.N, or contents that are an ELF file or an ar archive,
+// or an empty file (an output cut off before its first byte) unless its
+// name is a source's.
+func isBuildProduct(path string, fi fs.FileInfo) bool {
+	name := fi.Name()
+	for _, s := range productSuffixes {
+		if strings.HasSuffix(name, s) {
+			return true
+		}
+	}
+	if isVersionedSO(name) {
+		return true
+	}
+	if fi.Size() == 0 {
+		if strings.HasPrefix(name, ".") {
+			return false // .gitkeep and the like
+		}
+		for _, s := range sourceSuffixes {
+			if strings.HasSuffix(name, s) {
+				return false
+			}
+		}
+		return true
+	}
+	magic, ok := readMagic(path)
+	return ok && (strings.HasPrefix(magic, "\x7fELF") || strings.HasPrefix(magic, "!<arch>"))
+}
+
+// isVersionedSO matches libx.so.1 and libx.so.1.2.3.
+func isVersionedSO(name string) bool {
+	i := strings.LastIndex(name, ".so.")
+	if i < 0 {
+		return false
+	}
+	for _, part := range strings.Split(name[i+len(".so."):], ".") {
+		if part == "" || strings.Trim(part, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// readMagic reads a file's first 8 bytes without following a symlink.
+func readMagic(path string) (string, bool) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	var buf [8]byte
+	n, err := io.ReadFull(f, buf[:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return "", false
+	}
+	return string(buf[:n]), true
+}

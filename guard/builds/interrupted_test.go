@@ -1,0 +1,221 @@
+package builds_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/manifest"
+)
+
+func TestScrubPartial(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	since := time.Now().Add(-time.Hour)
+	elf := "\x7fELF\x02\x01\x01" + strings.Repeat("\x00", 40)
+	files := []struct {
+		path, data string
+		old        bool // modified before the marker
+		removed    bool
+	}{
+		{"build/bin/tool", elf, false, true},                 // executable without its x bit
+		{"build/bin/libx.so", elf[:10], false, true},         // cut short
+		{"build/bin/libx.so.1.2.3", "whatever", false, true}, // versioned name
+		{"build/bin/empty-tool", "", false, true},            // cut before its first byte
+		{"build/CMakeFiles/x.dir/main.c.o", "junk", false, true},
+		{"build/libstatic.a", "!<arch>\nmore", false, true},
+		{"build/bin/old-tool", elf, true, false}, // before the interrupted run
+		{"build/CMakeFiles/x.dir/main.c.o.d", "main.c.o: main.c\n", false, false},
+		{"build/Makefile", "all:\n", false, false},
+		{"main.c", "int main(void) { return 0; }\n", false, false},
+		{"empty.h", "", false, false},
+		{".gitkeep", "", false, false},
+		{"libx.so.txt", "notes", false, false},
+		{".git/objects/ab/cdef", "", false, false},
+		{"sub/.git/lib.so", elf, false, false},
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, f.path)
+		writeFile(t, p, f.data, 0o644)
+		if f.old {
+			old := since.Add(-time.Minute)
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Symlinks are never followed, to a file or to a folder.
+	writeFile(t, filepath.Join(outside, "lib.so"), elf, 0o755)
+	writeFile(t, filepath.Join(outside, "sub", "tool.o"), elf, 0o644)
+	for link, to := range map[string]string{"build/bin/link.so": "lib.so", "build/linked-dir": "sub"} {
+		if err := os.Symlink(filepath.Join(outside, to), filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	removed, err := builds.ScrubPartial(dir, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, f := range files {
+		_, statErr := os.Lstat(filepath.Join(dir, f.path))
+		if gone := errors.Is(statErr, os.ErrNotExist); gone != f.removed {
+			t.Errorf("%s: removed %v, want %v", f.path, gone, f.removed)
+		}
+		if f.removed {
+			want = append(want, filepath.Join(dir, f.path))
+		}
+	}
+	slices.Sort(removed)
+	slices.Sort(want)
+	if !slices.Equal(removed, want) {
+		t.Errorf("ScrubPartial returned %v; want %v", removed, want)
+	}
+	for _, p := range []string{"build/bin/link.so", "build/linked-dir"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("symlink %s: %v", p, err)
+		}
+	}
+	for _, p := range []string{"lib.so", "sub/tool.o"} {
+		if _, err := os.Stat(filepath.Join(outside, p)); err != nil {
+			t.Errorf("a symlink was followed: %s: %v", p, err)
+		}
+	}
+}
+
+// TestBuildHealsInterruptedBuild is the kill campaign's unhealable case on
+// the real fixture: a build killed while the linker wrote leaves a library
+// cut short and an executable without its x bit, both newer than their
+// inputs, so make alone would trust them forever.
+func TestBuildHealsInterruptedBuild(t *testing.T) {
+	requireCmake(t)
+	src := filepath.Join(t.TempDir(), "llama.cpp")
+	if err := copyTree(fixtureSrc, src); err != nil {
+		t.Fatal(err)
+	}
+	b, stderr, evs := newBuilder(t, "")
+	b.HealTimeout = 5 * time.Minute // a bound, not an expectation
+	rec := fixtureRecipe(src)
+	bin := filepath.Join(src, "build", "bin")
+	target := filepath.Join(bin, "llama-completion")
+	ctx := context.Background()
+	if err := b.Build(ctx, "llama-completion", rec, target); err != nil {
+		t.Fatalf("first build: %v\n%s", err, stderr.String())
+	}
+	marker := b.MarkerPath("fixture")
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a finished build left its marker: %v", err)
+	}
+
+	// The kill, replayed: everything built so far dates from before the
+	// killed run, whose marker is a minute old; its linker left the library
+	// and an executable damaged, newer than the marker. A source edited
+	// since then is newer too and must stay.
+	now := time.Now()
+	touch := func(p string, at time.Time) {
+		t.Helper()
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			touch(p, now.Add(-2*time.Minute))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, marker, "pid 1\n", 0o600)
+	touch(marker, now.Add(-time.Minute))
+	lib := filepath.Join(bin, "libfixture.so")
+	if err := os.Truncate(lib, 100); err != nil {
+		t.Fatal(err)
+	}
+	simple := filepath.Join(bin, "llama-simple")
+	if err := os.Chmod(simple, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	source := filepath.Join(src, "main.c")
+	for _, p := range []string{lib, simple, source} {
+		touch(p, now.Add(time.Second))
+	}
+	obj := filepath.Join(src, "build", "CMakeFiles", "fixture.dir", "fixture.c.o")
+	if _, err := os.Stat(obj); err != nil {
+		t.Fatal(err)
+	}
+	if h := builds.CheckBinary(target, b.StampDir()); h.OK || !strings.HasPrefix(h.Reason, "broken library "+lib) {
+		t.Fatalf("the truncated library passed the check: %+v", h)
+	}
+
+	if err := b.Build(ctx, "llama-completion", rec, target); err != nil {
+		t.Fatalf("Build after the interrupted build: %v\nstderr:\n%s", err, stderr.String())
+	}
+	for _, tool := range []string{target, simple} {
+		out, err := exec.Command(tool, "x").Output()
+		if err != nil || !strings.Contains(string(out), "arg: x\nlib: libfixture loaded by") {
+			t.Fatalf("%s after the heal: %v %q", tool, err, out)
+		}
+	}
+	for _, p := range []string{source, obj} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("the scrub removed %s: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the healing build left its marker: %v", err)
+	}
+	var cleaned bool
+	for _, ev := range evs.named("binary.rebuild") {
+		if ev.Reason == "interrupted build: removed 2 partial outputs" && ev.Target == target {
+			cleaned = true
+		}
+	}
+	if !cleaned {
+		t.Fatalf("no binary.rebuild event for the scrub: %+v", evs.named("binary.rebuild"))
+	}
+	if !strings.Contains(stderr.String(), "guard: the last build of fixture was interrupted") {
+		t.Fatalf("the scrub is not said on stderr:\n%s", stderr.String())
+	}
+	log, _ := os.ReadFile(b.LogPath("fixture"))
+	if !strings.Contains(string(log), "removed "+lib+" (a partial output") || strings.Contains(string(log), "removed "+obj) {
+		t.Fatalf("build log:\n%s", log)
+	}
+}
+
+// The marker outlives only steps stopped from outside.
+func TestBuildMarker(t *testing.T) {
+	defer builds.SetKillGrace(200 * time.Millisecond)()
+	for _, tt := range []struct {
+		name    string
+		step    []string
+		timeout time.Duration
+		kept    bool
+	}{
+		{"success", []string{"true"}, 0, false},
+		{"failing status", []string{"false"}, 0, false},
+		{"command not found", []string{"no-such-command-guard-test"}, 0, false},
+		{"heal timeout", []string{"sleep", "30"}, 300 * time.Millisecond, true},
+		{"killed by a signal", []string{"sh", "-c", "kill -KILL $$"}, 0, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, _, _ := newBuilder(t, "")
+			b.HealTimeout = tt.timeout
+			rec := &manifest.Build{Name: "m", Dir: t.TempDir(), Steps: [][]string{tt.step}}
+			_ = b.Build(context.Background(), "x", rec, "")
+			_, err := os.Stat(b.MarkerPath("m"))
+			if kept := err == nil; kept != tt.kept {
+				t.Fatalf("marker kept %v, want %v (%v)", kept, tt.kept, err)
+			}
+		})
+	}
+}
