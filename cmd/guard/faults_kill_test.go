@@ -426,7 +426,8 @@ func TestKillGuardOnly(t *testing.T) {
 		for _, p := range left {
 			survivors[p.Comm]++
 		}
-		// The next call runs while the orphaned build may still be going.
+		// The next call waits for the orphaned build: its steps still hold the
+		// build lock through the file they were handed, then it heals.
 		r := e.Run("llama-simple", "-m", model, "next")
 		if r.Code == 0 && strings.Contains(r.Stdout, "arg: next") {
 			nextOK++
