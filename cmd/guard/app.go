@@ -243,6 +243,7 @@ var cacheCommand = &cli.Command{
 			Usage:     "entries, bytes, hits, misses and seconds saved",
 			UsageText: usage("guard cache stats", "guard cache stats"),
 			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
+				c.Repair()
 				return guard.CacheStats(c, os.Stdout)
 			}),
 		},
@@ -251,6 +252,7 @@ var cacheCommand = &cli.Command{
 			Usage:     "remove every cached answer",
 			UsageText: usage("guard cache clear", "guard cache clear"),
 			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
+				c.Repair()
 				return guard.CacheClear(c, os.Stdout)
 			}),
 		},
@@ -275,6 +277,7 @@ var manifestCommand = &cli.Command{
 			Usage:     "print the effective manifest",
 			UsageText: usage("guard manifest show", "guard manifest show > my-manifest.toml"),
 			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
+				c.Repair()
 				return c.M.Encode(os.Stdout)
 			}),
 		},
@@ -283,6 +286,7 @@ var manifestCommand = &cli.Command{
 			Usage:     "hash every model that passes size and header and write its sha256 into the user manifest",
 			UsageText: usage("guard manifest pin", "guard heal && guard manifest pin"),
 			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
+				c.Repair()
 				return guard.Pin(c, os.Stdout)
 			}),
 		},
