@@ -55,20 +55,27 @@ func (c *Config) Call(ctx context.Context, name string, args []string) int {
 	} else if len(tool.Args) > 0 {
 		args = shims.ForceArgs(args, tool.Args)
 	}
+	return c.runTool(ctx, tool, real, args, os.Stdout, true)
+}
+
+// runTool runs the resolved tool once. With watch and anything to watch (a
+// budget from the manifest or GUARD_TIMEOUT, a stall or prompt policy) it is
+// a supervised child writing its stdout to out; otherwise guard becomes the
+// tool, so it costs nothing more.
+func (c *Config) runTool(ctx context.Context, tool *manifest.Tool, real string, args []string, out io.Writer, watch bool) int {
 	argv := append([]string{real}, args...)
 	env := c.childEnv(tool)
 	budget := cmp.Or(timeoutOverride(), tool.Timeout.D())
-	if budget == 0 && tool.Stall == 0 && tool.Prompts == "" {
-		// Nothing to watch: become the tool, so guard costs nothing more.
+	if !watch || (budget == 0 && tool.Stall == 0 && tool.Prompts == "") {
 		err := runner.Exec(real, argv, env)
-		c.Say("%s: %v", name, err)
+		c.Say("%s: %v", tool.Name, err)
 		return runner.StartStatus(err)
 	}
 	spec := c.spec(tool, real, argv, env)
 	spec.Budget = budget
-	spec.Stdout = os.Stdout
+	spec.Stdout = out
 	res := runner.Run(ctx, spec)
-	c.report(name, 1, res, spec)
+	c.report(tool.Name, 1, res, spec)
 	return res.Status()
 }
 

@@ -30,7 +30,8 @@ func (c *Config) builder() *builds.Builder {
 		Stderr:      c.Stderr,
 		Packages:    c.M.Packages,
 		HealTimeout: c.M.Budget.Heal.D(),
-		Env:         os.Environ(),
+		// Env nil: the builder reads guard's environment when a build runs,
+		// not on every health check.
 	}
 }
 

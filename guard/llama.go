@@ -240,20 +240,7 @@ func (c *Config) direct(ctx context.Context, tool *manifest.Tool, args []string,
 	if status != 0 {
 		return status
 	}
-	argv := append([]string{real}, args...)
-	env := c.childEnv(tool)
-	budget := cmp.Or(timeoutOverride(), tool.Timeout.D())
-	if watch && (budget != 0 || tool.Stall != 0 || tool.Prompts != "") {
-		spec := c.spec(tool, real, argv, env)
-		spec.Budget = budget
-		spec.Stdout = o.W
-		res := runner.Run(ctx, spec)
-		c.report(tool.Name, 1, res, spec)
-		return res.Status()
-	}
-	err := runner.Exec(real, argv, env)
-	c.Say("%s: %v", tool.Name, err)
-	return runner.StartStatus(err)
+	return c.runTool(ctx, tool, real, args, o.W, watch)
 }
 
 func parseLlama(tool string, args []string) (shims.LlamaCall, error) {

@@ -107,12 +107,16 @@ func versionString() string {
 	return fmt.Sprintf("%s (commit %s, %s)", version, commit, runtime.Version())
 }
 
-// config loads the environment and manifest for a command and mends the
-// shim folder, as every guard invocation does.
-func config() (*guard.Config, error) {
+// config loads the environment and manifest for a command; with repair it
+// also mends the shim folder, as every guard invocation does but install
+// and uninstall, which manage the folder themselves.
+func config(repair bool) (*guard.Config, error) {
 	c, err := guard.LoadConfig(os.Stderr)
 	if err != nil {
 		return nil, cli.Exit(guard.LoadError(err), 125)
+	}
+	if repair {
+		c.Repair()
 	}
 	return c, nil
 }
@@ -126,7 +130,7 @@ var installCommand = &cli.Command{
 		&cli.BoolFlag{Name: "no-rc", Usage: "do not add the PATH block to ~/.bashrc and ~/.profile"},
 		&cli.BoolFlag{Name: "force", Usage: "replace files in the shim folder that are not guard's links"},
 	},
-	Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
+	Action: withConfigAsIs(func(ctx *cli.Context, c *guard.Config) error {
 		if d := ctx.String("shim-dir"); d != "" {
 			c.ShimDir = d
 		}
@@ -138,7 +142,7 @@ var uninstallCommand = &cli.Command{
 	Name:      "uninstall",
 	Usage:     "remove the shim links, guard's copy and the PATH block; models, cache and log stay",
 	UsageText: usage("guard uninstall", "guard uninstall"),
-	Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
+	Action: withConfigAsIs(func(ctx *cli.Context, c *guard.Config) error {
 		return guard.Uninstall(c, os.Stdout)
 	}),
 }
@@ -160,12 +164,11 @@ var statusCommand = &cli.Command{
 		if ctx.Int("events") < 0 {
 			return cli.Exit("--events must be 0 or more", 2)
 		}
-		c, err := config()
+		c, err := config(true)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		c.Repair()
 		o := guard.StatusOptions{JSON: ctx.Bool("json"), Events: ctx.Int("events"), Since: since, Colour: guard.UseColour(os.Stdout)}
 		healthy, err := guard.Status(c, os.Stdout, o)
 		if err != nil {
@@ -183,7 +186,6 @@ var healCommand = &cli.Command{
 	Usage:     "heal everything now (or the named tools and models): shims, packages, builds, models, auth",
 	UsageText: usage("guard heal [NAME...]", "guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
 	Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-		c.Repair()
 		if !guard.Heal(ctx.Context, c, os.Stdout, ctx.Args().Slice()) {
 			return cli.Exit("some things could not be healed (see above)", 1)
 		}
@@ -224,7 +226,6 @@ var askCommand = &cli.Command{
 		&cli.StringFlag{Name: "role", Usage: "ask only this swarm role"},
 	},
 	Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-		c.Repair()
 		code := guard.Ask(ctx.Context, c, os.Stdout, guard.AskOptions{JSON: ctx.Bool("json"), Role: ctx.String("role"), Prompt: ctx.Args().Slice()})
 		if code != 0 {
 			return cli.Exit("", code)
@@ -243,7 +244,6 @@ var cacheCommand = &cli.Command{
 			Usage:     "entries, bytes, hits, misses and seconds saved",
 			UsageText: usage("guard cache stats", "guard cache stats"),
 			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-				c.Repair()
 				return guard.CacheStats(c, os.Stdout)
 			}),
 		},
@@ -252,7 +252,6 @@ var cacheCommand = &cli.Command{
 			Usage:     "remove every cached answer",
 			UsageText: usage("guard cache clear", "guard cache clear"),
 			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-				c.Repair()
 				return guard.CacheClear(c, os.Stdout)
 			}),
 		},
@@ -277,7 +276,6 @@ var manifestCommand = &cli.Command{
 			Usage:     "print the effective manifest",
 			UsageText: usage("guard manifest show", "guard manifest show > my-manifest.toml"),
 			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-				c.Repair()
 				return c.M.Encode(os.Stdout)
 			}),
 		},
@@ -286,7 +284,6 @@ var manifestCommand = &cli.Command{
 			Usage:     "hash every model that passes size and header and write its sha256 into the user manifest",
 			UsageText: usage("guard manifest pin", "guard heal && guard manifest pin"),
 			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-				c.Repair()
 				return guard.Pin(c, os.Stdout)
 			}),
 		},
@@ -311,11 +308,22 @@ var completionCommand = &cli.Command{
 }
 
 // withConfig is the action of a command that needs the configuration: it
-// loads it (a bad manifest exits 125), runs the command, and turns a plain
-// error into exit 125 (guard itself could not work); a cli.Exit passes.
+// loads it (a bad manifest exits 125), mends the shims, runs the command,
+// and turns a plain error into exit 125 (guard itself could not work); a
+// cli.Exit passes.
 func withConfig(run func(*cli.Context, *guard.Config) error) cli.ActionFunc {
+	return configAction(true, run)
+}
+
+// withConfigAsIs is withConfig without the shim repair, for install and
+// uninstall.
+func withConfigAsIs(run func(*cli.Context, *guard.Config) error) cli.ActionFunc {
+	return configAction(false, run)
+}
+
+func configAction(repair bool, run func(*cli.Context, *guard.Config) error) cli.ActionFunc {
 	return func(ctx *cli.Context) error {
-		c, err := config()
+		c, err := config(repair)
 		if err != nil {
 			return err
 		}

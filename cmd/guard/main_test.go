@@ -142,12 +142,7 @@ func cmdGGUF(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil || size < 8 {
 		ts.Fatalf("gguf: bad size %q", args[1])
 	}
-	data := make([]byte, size)
-	copy(data, "GGUF\x03\x00\x00\x00")
-	for i := 8; i < size; i++ {
-		data[i] = byte(i * 7)
-	}
-	ts.Check(os.WriteFile(ts.MkAbs(args[0]), data, 0o644))
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), ggufBody(size), 0o644))
 }
 
 // waitfile PATH [SECONDS]: wait until PATH exists (default 10 s).

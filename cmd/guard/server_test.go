@@ -83,7 +83,8 @@ func startModelServer(e *testscript.Env) error {
 	return nil
 }
 
-// ggufBody is the gguf command's pattern: magic, version 3, then byte(i*7).
+// ggufBody is what the gguf command writes and the test server serves:
+// magic, version 3, then byte(i*7).
 func ggufBody(size int) []byte {
 	b := make([]byte, size)
 	copy(b, "GGUF\x03\x00\x00\x00")
