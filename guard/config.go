@@ -2,104 +2,113 @@ package guard
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
+	"time"
 
-	"github.com/sandbox-guard/guard/guard/heallog"
-	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
-// ErrNoHome is LoadConfig's error when HOME is empty: no manifest to fix.
-var ErrNoHome = errors.New("HOME is not set; set it to your home folder")
+// World is everything a guard process takes from outside itself: the
+// environment, its standard descriptors and whether they are terminals.
+// cmd/guard reads it once, at the edge; nothing below reads the process's
+// environment or descriptors again, so the engine can be run on any World
+// (a test's, a swarm role's).
+type World struct {
+	Env    []string // KEY=VALUE, as os.Environ returns it
+	Stdin  *os.File
+	Stdout io.Writer
+	Stderr io.Writer
 
-// Config is everything one guard process knows about where things are. It
-// is built from the environment and the manifest once per process.
+	StdinTTY  bool
+	StdoutTTY bool
+
+	// Self is guard's own executable as the kernel knows it: readable even
+	// when the file it came from was deleted ("/proc/self/exe").
+	Self string
+}
+
+// Getenv returns the value of key in the World's environment ("" when unset).
+func (w World) Getenv(key string) string {
+	v, _ := w.LookupEnv(key)
+	return v
+}
+
+// LookupEnv is os.LookupEnv over the World's environment; the last entry of
+// a duplicated key wins, as it does for a shell.
+func (w World) LookupEnv(key string) (string, bool) {
+	for i := len(w.Env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(w.Env[i], "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Config is one guard process's configuration as a plain value: the World,
+// the manifest and where guard keeps its files. The README's "Environment
+// and files" section is the contract: an environment variable wins over the
+// manifest, which wins over the built-in defaults.
 type Config struct {
+	World
+
 	Home         string
 	M            *manifest.Manifest
 	ManifestPath string // the user manifest's path (may not exist yet)
 	ShimDir      string
 	StateDir     string
 	LogPath      string
-	Stderr       io.Writer
 
-	log *heallog.Log
+	Timeout       time.Duration // GUARD_TIMEOUT: one call's budget; 0 when unset
+	CacheOff      bool          // GUARD_CACHE=off
+	Depth         int           // GUARD_DEPTH: nested shim calls so far
+	HFToken       string        // HF_TOKEN
+	PathEnv       string        // PATH
+	ProgressEvery time.Duration // GUARD_PROGRESS_EVERY; 0 means progress's default
+	NoColour      bool          // NO_COLOR set, or TERM=dumb
 }
 
-// LoadConfig reads the environment (DESIGN §4) and the manifest. Environment
-// variables win over the manifest, which wins over the built-in defaults.
-func LoadConfig(stderr io.Writer) (*Config, error) {
-	home := os.Getenv("HOME")
+// errNoHome is LoadConfig's error when HOME is empty: no manifest to fix.
+var errNoHome = errors.New("HOME is not set; set it to your home folder")
+
+// LoadConfig builds the configuration from w: the environment, then the
+// manifest (through its decoded cache in the state folder).
+func LoadConfig(w World) (*Config, error) {
+	home := w.Getenv("HOME")
 	if home == "" {
-		return nil, ErrNoHome
+		return nil, &guardError{err: errNoHome}
 	}
-	m, err := manifest.LoadCached("", home, envOr("GUARD_STATE_DIR", filepath.Join(home, ".cache", "guard")))
+	m, err := manifest.LoadCached("", home, envOr(w, "GUARD_STATE_DIR", filepath.Join(home, ".cache", "guard")))
 	if err != nil {
-		return nil, err
+		return nil, &guardError{err: err, hint: "fix the manifest (guard manifest check) or unset GUARD_MANIFEST"}
 	}
 	c := &Config{
-		Home:         home,
-		M:            m,
-		ManifestPath: manifest.UserPath(home),
-		ShimDir:      envOr("GUARD_SHIM_DIR", m.ShimDir),
-		StateDir:     envOr("GUARD_STATE_DIR", m.StateDir),
-		LogPath:      envOr("GUARD_LOG", m.Log),
-		Stderr:       stderr,
+		World:         w,
+		Home:          home,
+		M:             m,
+		ManifestPath:  manifest.UserPath(home),
+		ShimDir:       expandHome(envOr(w, "GUARD_SHIM_DIR", m.ShimDir), home),
+		StateDir:      expandHome(envOr(w, "GUARD_STATE_DIR", m.StateDir), home),
+		LogPath:       expandHome(envOr(w, "GUARD_LOG", m.Log), home),
+		Timeout:       parseTimeout(w.Getenv("GUARD_TIMEOUT")),
+		CacheOff:      w.Getenv("GUARD_CACHE") == "off",
+		Depth:         parseDepth(w.Getenv(depthVar)),
+		HFToken:       w.Getenv("HF_TOKEN"),
+		PathEnv:       w.Getenv("PATH"),
+		ProgressEvery: parseEvery(w.Getenv("GUARD_PROGRESS_EVERY")),
+		NoColour:      w.Getenv("NO_COLOR") != "" || w.Getenv("TERM") == "dumb",
 	}
-	c.ShimDir = expandHome(c.ShimDir, home)
-	c.StateDir = expandHome(c.StateDir, home)
-	c.LogPath = expandHome(c.LogPath, home)
-	c.log = heallog.New(c.LogPath, stderr)
 	return c, nil
 }
 
-// Event logs one heal event; the log file is opened on the first one.
-func (c *Config) Event(e heallog.Event) { c.log.Write(e) }
-
-// Close flushes the heal log.
-func (c *Config) Close() { c.log.Close() }
-
-// Say prints a message for a person on stderr, in guard's voice.
-func (c *Config) Say(format string, a ...any) {
-	Tell(c.Stderr, fmt.Sprintf(format, a...))
-}
-
-// Tell writes msg for a person on w with every line starting "guard: ",
-// so a hint on a line of its own still reads as guard's.
-func Tell(w io.Writer, msg string) {
-	for _, line := range strings.Split(strings.TrimRight(msg, "\n"), "\n") {
-		fmt.Fprintln(w, "guard: "+line)
-	}
-}
-
-// LoadError is a failed LoadConfig explained, with what to do next.
-func LoadError(err error) string {
-	if errors.Is(err, ErrNoHome) {
-		return err.Error()
-	}
-	return err.Error() + "\nfix the manifest (guard manifest check) or unset GUARD_MANIFEST"
-}
-
-// withHint adds what to do about the file-system errors a heal meets most.
-func withHint(err error) string {
-	msg := err.Error()
-	switch {
-	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		return msg + "\na folder guard writes to is read-only or not yours: set GUARD_STATE_DIR (guard's state) or use a writable model folder"
-	case errors.Is(err, syscall.ENOSPC):
-		return msg + "\nthe disk is full: free space, or put models and GUARD_STATE_DIR on a larger volume"
-	}
-	return msg
-}
+// Dir returns a folder below the state folder.
+func (c *Config) dir(name string) string { return filepath.Join(c.StateDir, name) }
 
 // ToolNames lists the tools guard links in the shim folder.
-func (c *Config) ToolNames() []string {
+func (c *Config) toolNames() []string {
 	names := make([]string, 0, len(c.M.Tools))
 	for name := range c.M.Tools {
 		names = append(names, name)
@@ -107,23 +116,18 @@ func (c *Config) ToolNames() []string {
 	return names
 }
 
-// Repair brings back shims a sandbox evicted; it logs shim.recreate for each.
-func (c *Config) Repair() {
-	done, err := install.Repair(c.ShimDir, c.StateDir, "/proc/self/exe", c.ToolNames())
-	for _, name := range done {
-		c.Event(heallog.Event{Event: "shim.recreate", Tool: name, Target: filepath.Join(c.ShimDir, name), Result: "ok"})
+// Tool returns the manifest's entry for name, or a bare one for a name the
+// manifest does not know (a link made by hand: resolved and run, nothing
+// more).
+func (c *Config) tool(name string) *manifest.Tool {
+	if t := c.M.Tool(name); t != nil {
+		return t
 	}
-	if err != nil {
-		c.Event(heallog.Event{Level: "warn", Event: "shim.recreate", Target: c.ShimDir, Result: "failed", Reason: err.Error()})
-		c.Say("could not mend the shim folder %s: %v", c.ShimDir, err)
-	}
+	return &manifest.Tool{Name: name}
 }
 
-// Dir returns a folder below the state folder.
-func (c *Config) Dir(name string) string { return filepath.Join(c.StateDir, name) }
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
+func envOr(w World, name, def string) string {
+	if v := w.Getenv(name); v != "" {
 		return v
 	}
 	return def
@@ -148,7 +152,30 @@ const (
 	maxDepth = 8
 )
 
-func callDepth() int {
-	n, _ := strconv.Atoi(os.Getenv(depthVar))
+func parseDepth(v string) int {
+	n, _ := strconv.Atoi(v)
 	return n
+}
+
+// parseTimeout reads GUARD_TIMEOUT: a Go duration ("90s") or seconds; 0
+// when unset or unreadable.
+func parseTimeout(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d
+	}
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n > 0 {
+		return time.Duration(n * float64(time.Second))
+	}
+	return 0
+}
+
+// parseEvery reads GUARD_PROGRESS_EVERY; 0 leaves progress its default.
+func parseEvery(v string) time.Duration {
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d
+	}
+	return 0
 }

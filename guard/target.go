@@ -3,63 +3,119 @@ package guard
 import (
 	"context"
 	"errors"
-	"os"
-	"strings"
+	"fmt"
+	"time"
 
+	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/resolve"
-	"github.com/sandbox-guard/guard/guard/runner"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
-// Target resolves the real executable behind tool and heals it when it is
-// missing or broken: a build recipe rebuilds it, a Debian package reinstalls
-// it. It returns the path, or a non-zero exit status after telling the
-// person why (127: missing and cannot be healed).
-func (c *Config) Target(ctx context.Context, tool *manifest.Tool) (string, int) {
-	path, err := c.resolve(tool)
-	if err == nil {
-		health := c.checkBinary(path)
-		if health == "" {
-			return path, 0
-		}
-		err = errors.New(path + ": " + health)
-	}
-	if healErr := c.healBinary(ctx, tool, err); healErr != nil {
-		c.Say("%s: %s", tool.Name, withHint(healErr))
-		if ie, ok := interrupted(healErr); ok {
-			return "", ie.Status()
-		}
-		return "", runner.StatusNotFound
-	}
-	path, err = c.resolve(tool)
-	if err == nil {
-		if health := c.checkBinary(path); health == "" {
-			return path, 0
-		} else {
-			err = errors.New(path + ": still " + health + " after the heal")
-		}
-	}
-	c.Say("%s: %v", tool.Name, err)
-	return "", runner.StatusNotFound
+// ToolHealth is what a look at a tool's real target found, healing nothing.
+type ToolHealth struct {
+	Path   string // the resolved target; "" when none was found
+	Err    error  // why no target was found
+	Broken string // why the target found cannot run; "" when it can
 }
 
-func (c *Config) resolve(tool *manifest.Tool) (string, error) {
-	self, haveSelf := resolve.IDOf("/proc/self/exe")
+// OK reports whether the tool can run as it is.
+func (h ToolHealth) OK() bool { return h.Err == nil && h.Broken == "" }
+
+// ToolHealth resolves tool's real target and checks its binary, healing
+// nothing.
+func (e *Engine) ToolHealth(tool *manifest.Tool) ToolHealth {
+	path, err := e.resolve(tool)
+	if err != nil {
+		return ToolHealth{Err: err}
+	}
+	return ToolHealth{Path: path, Broken: e.checkBinary(path)}
+}
+
+// HealTool is target for a command: the healthy executable behind tool,
+// healed first when it is missing or broken.
+func (e *Engine) HealTool(ctx context.Context, tool *manifest.Tool) (string, error) {
+	return e.target(ctx, tool)
+}
+
+// target resolves the real executable behind tool and heals it when it is
+// missing or broken: a build recipe rebuilds it, a Debian package reinstalls
+// it. A tool that cannot be brought back is a *healError.
+func (e *Engine) target(ctx context.Context, tool *manifest.Tool) (string, error) {
+	h := e.ToolHealth(tool)
+	if h.OK() {
+		return h.Path, nil
+	}
+	why := h.Err
+	if why == nil {
+		why = errors.New(h.Path + ": " + h.Broken)
+	}
+	if err := e.healBinary(ctx, tool, why); err != nil {
+		return "", &healError{err}
+	}
+	h = e.ToolHealth(tool)
+	switch {
+	case h.OK():
+		return h.Path, nil
+	case h.Err != nil:
+		return "", &healError{h.Err}
+	}
+	return "", &healError{errors.New(h.Path + ": still " + h.Broken + " after the heal")}
+}
+
+func (e *Engine) resolve(tool *manifest.Tool) (string, error) {
+	self, haveSelf := resolve.IDOf(e.c.Self)
 	return resolve.Real(resolve.Query{
 		Name:     tool.Name,
 		Path:     tool.Path,
-		PathEnv:  os.Getenv("PATH"),
-		ShimDir:  c.ShimDir,
+		PathEnv:  e.c.PathEnv,
+		ShimDir:  e.c.ShimDir,
 		Self:     self,
 		HaveSelf: haveSelf,
 	})
 }
 
-// noHealHint is the last line when nothing can bring a tool back.
-func noHealHint(tool *manifest.Tool) string {
-	var b strings.Builder
-	b.WriteString("no build recipe or package heals it; install it, or give [tools.")
-	b.WriteString(tool.Name)
-	b.WriteString("] a path, build or package in the manifest")
-	return b.String()
+// checkBinary returns "" when the executable at path is healthy (present,
+// executable, every shared library resolvable), else why not.
+func (e *Engine) checkBinary(path string) string {
+	h := builds.CheckBinary(path, e.builder().StampDir())
+	if h.OK {
+		return ""
+	}
+	return h.Reason
+}
+
+// healBinary brings back tool's executable after resolving or checking it
+// failed with why: its build recipe rebuilds it, else its Debian package
+// reinstalls it.
+func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error) error {
+	m := e.c.M
+	switch {
+	case tool.Build != "":
+		rec := m.Builds[tool.Build]
+		if rec == nil {
+			return fmt.Errorf("%v\nthe manifest names build %q, which it does not define", why, tool.Build)
+		}
+		if tool.Path == "" {
+			return fmt.Errorf("%v\n[tools.%s] needs a path for build %q to produce", why, tool.Name, tool.Build)
+		}
+		ctx, cancel := context.WithTimeout(ctx, healTimeout(rec.Timeout.D(), m.Budget.Heal.D()))
+		defer cancel()
+		return underSignals(ctx, func(ctx context.Context) error {
+			return e.binaries.Build(ctx, tool.Name, rec, tool.Path)
+		})
+	case tool.Package != "":
+		ctx, cancel := context.WithTimeout(ctx, m.Budget.Heal.D())
+		defer cancel()
+		return underSignals(ctx, func(ctx context.Context) error {
+			return e.binaries.InstallPackages(ctx, tool.Name, []string{tool.Package})
+		})
+	}
+	return fmt.Errorf("%v\nno build recipe or package heals it; install it, or give [tools.%s] a path, build or package in the manifest", why, tool.Name)
+}
+
+func healTimeout(own, def time.Duration) time.Duration {
+	if own > 0 {
+		return own
+	}
+	return def
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"time"
@@ -11,13 +10,14 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sandbox-guard/guard/guard"
+	"github.com/sandbox-guard/guard/guard/commands"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func runApp(args []string) int {
-	app := newApp()
+func runApp(w guard.World, args []string) int {
+	app := newApp(w)
 	err := app.Run(args)
 	var coder cli.ExitCoder
 	switch {
@@ -25,17 +25,23 @@ func runApp(args []string) int {
 		return 0
 	case errors.As(err, &coder):
 		if msg := err.Error(); msg != "" {
-			guard.Tell(os.Stderr, msg)
+			guard.Tell(w.Stderr, msg)
 		}
 		return coder.ExitCode()
 	default:
-		guard.Tell(os.Stderr, err.Error())
+		guard.Tell(w.Stderr, err.Error())
 		return 1
 	}
 }
 
-func newApp() *cli.App {
+// worldKey is where the app keeps the World its actions run in.
+const worldKey = "guard.world"
+
+func newApp(w guard.World) *cli.App {
 	app := &cli.App{
+		Metadata:             map[string]any{worldKey: w},
+		Writer:               w.Stdout,
+		ErrWriter:            w.Stderr,
 		Name:                 "guard",
 		Usage:                "keep agent sandbox scripts from hanging: heal evicted tools and models, force non-interactive flags, enforce time budgets",
 		Version:              versionString(),
@@ -107,18 +113,22 @@ func versionString() string {
 	return fmt.Sprintf("%s (commit %s, %s)", version, commit, runtime.Version())
 }
 
-// config loads the environment and manifest for a command; with repair it
-// also mends the shim folder, as every guard invocation does but install
-// and uninstall, which manage the folder themselves.
-func config(repair bool) (*guard.Config, error) {
-	c, err := guard.LoadConfig(os.Stderr)
+// worldOf is the World the app was started in.
+func worldOf(ctx *cli.Context) guard.World { return ctx.App.Metadata[worldKey].(guard.World) }
+
+// engine loads the configuration for a command and starts the engine on
+// it; with repair it also mends the shim folder, as every guard invocation
+// does but install and uninstall, which manage the folder themselves.
+func engine(ctx *cli.Context, repair bool) (*guard.Engine, error) {
+	c, err := guard.LoadConfig(worldOf(ctx))
 	if err != nil {
-		return nil, cli.Exit(guard.LoadError(err), 125)
+		return nil, cli.Exit(err.Error(), guard.ExitStatus(err))
 	}
+	e := guard.New(c)
 	if repair {
-		c.Repair()
+		e.Repair()
 	}
-	return c, nil
+	return e, nil
 }
 
 var installCommand = &cli.Command{
@@ -130,11 +140,12 @@ var installCommand = &cli.Command{
 		&cli.BoolFlag{Name: "no-rc", Usage: "do not add the PATH block to ~/.bashrc and ~/.profile"},
 		&cli.BoolFlag{Name: "force", Usage: "replace files in the shim folder that are not guard's links"},
 	},
-	Action: withConfigAsIs(func(ctx *cli.Context, c *guard.Config) error {
+	Action: withEngineAsIs(func(ctx *cli.Context, e *guard.Engine) error {
+		c := *e.Config()
 		if d := ctx.String("shim-dir"); d != "" {
 			c.ShimDir = d
 		}
-		return guard.Install(c, os.Stdout, ctx.Bool("no-rc"), ctx.Bool("force"))
+		return commands.Install(&c, c.Stdout, ctx.Bool("no-rc"), ctx.Bool("force"))
 	}),
 }
 
@@ -142,8 +153,8 @@ var uninstallCommand = &cli.Command{
 	Name:      "uninstall",
 	Usage:     "remove the shim links, guard's copy and the PATH block; models, cache and log stay",
 	UsageText: usage("guard uninstall", "guard uninstall"),
-	Action: withConfigAsIs(func(ctx *cli.Context, c *guard.Config) error {
-		return guard.Uninstall(c, os.Stdout)
+	Action: withEngineAsIs(func(ctx *cli.Context, e *guard.Engine) error {
+		return commands.Uninstall(e.Config(), e.Config().Stdout)
 	}),
 }
 
@@ -157,20 +168,20 @@ var statusCommand = &cli.Command{
 		&cli.StringFlag{Name: "since", Usage: "only events newer than a duration (30m, 2h, 1d) or a time (2026-08-01T15:04)"},
 	},
 	Action: func(ctx *cli.Context) error {
-		since, err := guard.ParseSince(ctx.String("since"), time.Now())
+		since, err := commands.ParseSince(ctx.String("since"), time.Now())
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
 		if ctx.Int("events") < 0 {
 			return cli.Exit("--events must be 0 or more", 2)
 		}
-		c, err := config(true)
+		e, err := engine(ctx, true)
 		if err != nil {
 			return err
 		}
-		defer c.Close()
-		o := guard.StatusOptions{JSON: ctx.Bool("json"), Events: ctx.Int("events"), Since: since, Colour: guard.UseColour(os.Stdout)}
-		healthy, err := guard.Status(c, os.Stdout, o)
+		defer e.Close()
+		o := commands.StatusOptions{JSON: ctx.Bool("json"), Events: ctx.Int("events"), Since: since, Colour: commands.UseColour(e.Config())}
+		healthy, err := commands.Status(e, e.Config().Stdout, o)
 		if err != nil {
 			return cli.Exit(err.Error(), 125)
 		}
@@ -185,8 +196,8 @@ var healCommand = &cli.Command{
 	Name:      "heal",
 	Usage:     "heal everything now (or the named tools and models): shims, packages, builds, models, auth",
 	UsageText: usage("guard heal [NAME...]", "guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
-	Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-		if !guard.Heal(ctx.Context, c, os.Stdout, ctx.Args().Slice()) {
+	Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+		if !commands.Heal(ctx.Context, e, e.Config().Stdout, ctx.Args().Slice()) {
 			return cli.Exit("some things could not be healed (see above)", 1)
 		}
 		return nil
@@ -210,7 +221,7 @@ var execCommand = &cli.Command{
 		if len(rest) > 0 && rest[0] == "--" {
 			rest = rest[1:]
 		}
-		if code := guard.Shim(name, rest, os.Stderr); code != 0 {
+		if code := guard.Shim(worldOf(ctx), name, rest); code != 0 {
 			return cli.Exit("", code)
 		}
 		return nil
@@ -225,8 +236,8 @@ var askCommand = &cli.Command{
 		&cli.BoolFlag{Name: "json", Usage: "one JSON object per role"},
 		&cli.StringFlag{Name: "role", Usage: "ask only this swarm role"},
 	},
-	Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-		code := guard.Ask(ctx.Context, c, os.Stdout, guard.AskOptions{JSON: ctx.Bool("json"), Role: ctx.String("role"), Prompt: ctx.Args().Slice()})
+	Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+		code := commands.Ask(ctx.Context, e, e.Config().Stdout, commands.AskOptions{JSON: ctx.Bool("json"), Role: ctx.String("role"), Prompt: ctx.Args().Slice()})
 		if code != 0 {
 			return cli.Exit("", code)
 		}
@@ -243,16 +254,16 @@ var cacheCommand = &cli.Command{
 			Name:      "stats",
 			Usage:     "entries, bytes, hits, misses and seconds saved",
 			UsageText: usage("guard cache stats", "guard cache stats"),
-			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-				return guard.CacheStats(c, os.Stdout)
+			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+				return commands.CacheStats(e, e.Config().Stdout)
 			}),
 		},
 		{
 			Name:      "clear",
 			Usage:     "remove every cached answer",
 			UsageText: usage("guard cache clear", "guard cache clear"),
-			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-				return guard.CacheClear(c, os.Stdout)
+			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+				return commands.CacheClear(e, e.Config().Stdout)
 			}),
 		},
 	},
@@ -268,23 +279,24 @@ var manifestCommand = &cli.Command{
 			Usage:     "validate a manifest (default: the effective one); errors name the file and line",
 			UsageText: usage("guard manifest check [FILE]", "guard manifest check my-manifest.toml"),
 			Action: func(ctx *cli.Context) error {
-				return exitErr(guard.ManifestCheck(os.Stdout, ctx.Args().First()), 125)
+				w := worldOf(ctx)
+				return exitErr(commands.ManifestCheck(w.Stdout, ctx.Args().First(), w.Getenv("HOME")), 125)
 			},
 		},
 		{
 			Name:      "show",
 			Usage:     "print the effective manifest",
 			UsageText: usage("guard manifest show", "guard manifest show > my-manifest.toml"),
-			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-				return c.M.Encode(os.Stdout)
+			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+				return e.Config().M.Encode(e.Config().Stdout)
 			}),
 		},
 		{
 			Name:      "pin",
 			Usage:     "hash every model that passes size and header and write its sha256 into the user manifest",
 			UsageText: usage("guard manifest pin", "guard heal && guard manifest pin"),
-			Action: withConfig(func(ctx *cli.Context, c *guard.Config) error {
-				return guard.Pin(c, os.Stdout)
+			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+				return commands.Pin(e, e.Config().Stdout)
 			}),
 		},
 	},
@@ -297,9 +309,9 @@ var completionCommand = &cli.Command{
 	Action: func(ctx *cli.Context) error {
 		switch ctx.Args().First() {
 		case "", "bash":
-			fmt.Print(bashCompletion)
+			fmt.Fprint(ctx.App.Writer, bashCompletion)
 		case "zsh":
-			fmt.Print(zshCompletion)
+			fmt.Fprint(ctx.App.Writer, zshCompletion)
 		default:
 			return cli.Exit(fmt.Sprintf("no completion for %q: use bash or zsh", ctx.Args().First()), 2)
 		}
@@ -307,28 +319,28 @@ var completionCommand = &cli.Command{
 	},
 }
 
-// withConfig is the action of a command that needs the configuration: it
-// loads it (a bad manifest exits 125), mends the shims, runs the command,
-// and turns a plain error into exit 125 (guard itself could not work); a
-// cli.Exit passes.
-func withConfig(run func(*cli.Context, *guard.Config) error) cli.ActionFunc {
-	return configAction(true, run)
+// withEngine is the action of a command that needs the engine: it loads
+// the configuration (a bad manifest exits 125), mends the shims, runs the
+// command, and turns a plain error into exit 125 (guard itself could not
+// work); a cli.Exit passes.
+func withEngine(run func(*cli.Context, *guard.Engine) error) cli.ActionFunc {
+	return engineAction(true, run)
 }
 
-// withConfigAsIs is withConfig without the shim repair, for install and
+// withEngineAsIs is withEngine without the shim repair, for install and
 // uninstall.
-func withConfigAsIs(run func(*cli.Context, *guard.Config) error) cli.ActionFunc {
-	return configAction(false, run)
+func withEngineAsIs(run func(*cli.Context, *guard.Engine) error) cli.ActionFunc {
+	return engineAction(false, run)
 }
 
-func configAction(repair bool, run func(*cli.Context, *guard.Config) error) cli.ActionFunc {
+func engineAction(repair bool, run func(*cli.Context, *guard.Engine) error) cli.ActionFunc {
 	return func(ctx *cli.Context) error {
-		c, err := config(repair)
+		e, err := engine(ctx, repair)
 		if err != nil {
 			return err
 		}
-		defer c.Close()
-		return exitErr(run(ctx, c), 125)
+		defer e.Close()
+		return exitErr(run(ctx, e), 125)
 	}
 }
 

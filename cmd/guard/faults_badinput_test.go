@@ -434,7 +434,7 @@ func TestRecoverTurnsPanicInto125(t *testing.T) {
 	stderr := os.Stderr
 	os.Stderr = w
 	status := func() (status int) {
-		defer guard.Recover(&status)
+		defer guard.Recover(&status, world())
 		var m map[string]int
 		m["boom"]++ // a real runtime panic, not a string
 		return 0

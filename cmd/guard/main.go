@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-guard/guard/guard"
+	"github.com/sandbox-guard/guard/guard/progress"
 )
 
 func main() { os.Exit(run(os.Args)) }
@@ -17,10 +18,26 @@ func main() { os.Exit(run(os.Args)) }
 // the command-line tool, any other name is a shim call. A shim call never
 // goes through urfave/cli, so the tool's own flags pass through untouched.
 func run(args []string) (status int) {
-	defer guard.Recover(&status)
+	w := world()
+	defer guard.Recover(&status, w)
 	name := filepath.Base(args[0])
 	if strings.HasPrefix(name, "guard") {
-		return runApp(args)
+		return runApp(w, args)
 	}
-	return guard.Shim(name, args[1:], os.Stderr)
+	return guard.Shim(w, name, args[1:])
+}
+
+// world reads what guard takes from outside itself, once: the environment,
+// the standard descriptors and whether they are terminals. This is the
+// edge; nothing below it reads them again.
+func world() guard.World {
+	return guard.World{
+		Env:       os.Environ(),
+		Stdin:     os.Stdin,
+		Stdout:    os.Stdout,
+		Stderr:    os.Stderr,
+		StdinTTY:  progress.IsTerminal(os.Stdin),
+		StdoutTTY: progress.IsTerminal(os.Stdout),
+		Self:      "/proc/self/exe",
+	}
 }

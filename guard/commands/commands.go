@@ -1,4 +1,9 @@
-package guard
+// Package commands holds the bodies of guard's commands (install, status,
+// heal, ask, cache, manifest): each takes the engine and the writers it
+// prints to, and reports back an error or a verdict; cmd/guard only parses
+// flags and maps the result to an exit status. The engine (package guard)
+// never calls back into this package.
+package commands
 
 import (
 	"errors"
@@ -9,26 +14,26 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/sandbox-guard/guard/guard/cache"
+	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
-func (c *Config) installOptions() install.Options {
+func installOptions(c *guard.Config) install.Options {
 	return install.Options{
 		Home:            c.Home,
 		ShimDir:         c.ShimDir,
 		StateDir:        c.StateDir,
-		Self:            "/proc/self/exe", // readable even when the file it came from was deleted
-		Tools:           c.ToolNames(),
+		Self:            c.Self,
+		Tools:           sortedKeys(c.M.Tools),
 		ManifestPath:    c.ManifestPath,
 		DefaultManifest: manifest.DefaultTOML(),
 	}
 }
 
 // Install is `guard install`: it says what it changed and what to run next.
-func Install(c *Config, out io.Writer, noRC, force bool) error {
-	o := c.installOptions()
+func Install(c *guard.Config, out io.Writer, noRC, force bool) error {
+	o := installOptions(c)
 	o.NoRC, o.Force = noRC, force
 	r, err := install.Install(o)
 	for _, line := range r.Changes {
@@ -43,7 +48,7 @@ func Install(c *Config, out io.Writer, noRC, force bool) error {
 	if len(r.Changes) == 0 {
 		fmt.Fprintf(out, "guard is already installed in %s; nothing changed\n", c.ShimDir)
 	}
-	if !shimDirFirst(c.ShimDir) {
+	if !shimDirFirst(c) {
 		fmt.Fprintf(out, "next: put the shims first in this shell's PATH:\n  export PATH=\"%s:$PATH\"\n", c.ShimDir)
 	}
 	fmt.Fprintln(out, "then: guard status")
@@ -51,8 +56,8 @@ func Install(c *Config, out io.Writer, noRC, force bool) error {
 }
 
 // Uninstall is `guard uninstall`.
-func Uninstall(c *Config, out io.Writer) error {
-	r, err := install.Uninstall(c.installOptions())
+func Uninstall(c *guard.Config, out io.Writer) error {
+	r, err := install.Uninstall(installOptions(c))
 	for _, line := range r.Changes {
 		fmt.Fprintln(out, line)
 	}
@@ -67,9 +72,9 @@ func Uninstall(c *Config, out io.Writer) error {
 }
 
 // shimDirFirst reports whether the first PATH entry is the shim folder.
-func shimDirFirst(shimDir string) bool {
-	list := filepath.SplitList(os.Getenv("PATH"))
-	return len(list) > 0 && sameFile(list[0], shimDir)
+func shimDirFirst(c *guard.Config) bool {
+	list := filepath.SplitList(c.PathEnv)
+	return len(list) > 0 && sameFile(list[0], c.ShimDir)
 }
 
 func sameFile(a, b string) bool {
@@ -82,9 +87,8 @@ func sameFile(a, b string) bool {
 }
 
 // ManifestCheck is `guard manifest check [FILE]`: with no FILE it checks the
-// manifest guard would use.
-func ManifestCheck(out io.Writer, file string) error {
-	home := os.Getenv("HOME")
+// manifest guard would use for home.
+func ManifestCheck(out io.Writer, file, home string) error {
 	m, err := manifest.Load(file, home)
 	if err != nil {
 		return err
@@ -93,25 +97,23 @@ func ManifestCheck(out io.Writer, file string) error {
 	return nil
 }
 
-func (c *Config) cacheStore() *cache.Store {
-	return &cache.Store{Dir: c.Dir("prompts"), MaxBytes: c.M.Cache.MaxBytes, TTL: c.M.Cache.TTL.D()}
-}
-
 // CacheStats is `guard cache stats`.
-func CacheStats(c *Config, out io.Writer) error {
-	st, err := c.cacheStore().Stats()
+func CacheStats(e *guard.Engine, out io.Writer) error {
+	store := e.PromptCache()
+	st, err := store.Stats()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("read cache: %w", err)
 	}
 	fmt.Fprintf(out, "entries  %d\nbytes    %d\nhits     %d\nmisses   %d\nsaved    %.1fs\nfolder   %s\n",
-		st.Entries, st.Bytes, st.Hits, st.Misses, st.SavedSeconds, c.Dir("prompts"))
+		st.Entries, st.Bytes, st.Hits, st.Misses, st.SavedSeconds, store.Dir)
 	return nil
 }
 
 // CacheClear is `guard cache clear`.
-func CacheClear(c *Config, out io.Writer) error {
-	st, _ := c.cacheStore().Stats()
-	if err := c.cacheStore().Clear(); err != nil {
+func CacheClear(e *guard.Engine, out io.Writer) error {
+	store := e.PromptCache()
+	st, _ := store.Stats()
+	if err := store.Clear(); err != nil {
 		return fmt.Errorf("clear cache: %w", err)
 	}
 	fmt.Fprintf(out, "removed %d cached answers (%d bytes)\n", st.Entries, st.Bytes)

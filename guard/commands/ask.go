@@ -1,4 +1,4 @@
-package guard
+package commands
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -42,15 +43,16 @@ const (
 // fallback, through the same heal, cache and runner path as the shims. A
 // role prints as soon as it is done, so a slow role never holds back a fast
 // one. Exit 0 when at least one role answered, 2 when none did.
-func Ask(ctx context.Context, c *Config, out io.Writer, o AskOptions) int {
+func Ask(ctx context.Context, e *guard.Engine, out io.Writer, o AskOptions) int {
+	c := e.Config()
 	prompt := strings.TrimSpace(strings.Join(o.Prompt, " "))
 	if prompt == "" {
-		c.Say("ask needs a prompt: guard ask \"why is the sky blue?\"")
+		e.Say("ask needs a prompt: guard ask \"why is the sky blue?\"")
 		return 2
 	}
-	roles, n := c.swarmRoles(prompt, o.Role)
+	roles, n := swarmRoles(c.M, prompt, o.Role)
 	if len(roles) == 0 {
-		c.Say("ask: no swarm role %q in the manifest's [swarm] roles", o.Role)
+		e.Say("ask: no swarm role %q in the manifest's [swarm] roles", o.Role)
 		return 2
 	}
 	tool := c.M.Tool("llama-completion")
@@ -64,7 +66,7 @@ func Ask(ctx context.Context, c *Config, out io.Writer, o AskOptions) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a := c.askRole(ctx, tool, role, prompt, n)
+			a := askRole(ctx, e, tool, role, prompt, n)
 			mu.Lock()
 			defer mu.Unlock()
 			answered = answered || a.Exit == 0
@@ -93,19 +95,19 @@ func Ask(ctx context.Context, c *Config, out io.Writer, o AskOptions) int {
 // swarmRoles picks the roles to ask and the answer length: light mode (SCOUT
 // alone, a short answer) for a prompt of fewer than light_words words with
 // no code in it.
-func (c *Config) swarmRoles(prompt, only string) ([]string, int) {
+func swarmRoles(m *manifest.Manifest, prompt, only string) ([]string, int) {
 	if only != "" {
-		if _, ok := c.M.Swarm.Roles[only]; !ok {
+		if _, ok := m.Swarm.Roles[only]; !ok {
 			return nil, 0
 		}
 		return []string{only}, fullTokens
 	}
-	if isLight(prompt, c.M.Swarm.LightWords) {
-		if _, ok := c.M.Swarm.Roles["SCOUT"]; ok {
+	if isLight(prompt, m.Swarm.LightWords) {
+		if _, ok := m.Swarm.Roles["SCOUT"]; ok {
 			return []string{"SCOUT"}, lightTokens
 		}
 	}
-	return sortedKeys(c.M.Swarm.Roles), fullTokens
+	return sortedKeys(m.Swarm.Roles), fullTokens
 }
 
 // isLight says whether a prompt is short and casual: under limit words and
@@ -122,7 +124,8 @@ func isLight(prompt string, limit int) bool {
 	return len(strings.Fields(prompt)) < limit
 }
 
-func (c *Config) askRole(ctx context.Context, tool *manifest.Tool, role, prompt string, n int) Answer {
+func askRole(ctx context.Context, e *guard.Engine, tool *manifest.Tool, role, prompt string, n int) Answer {
+	c := e.Config()
 	a := Answer{Role: role, Exit: 2}
 	m := c.M.ModelByRole(c.M.Swarm.Roles[role])
 	if m == nil {
@@ -131,10 +134,10 @@ func (c *Config) askRole(ctx context.Context, tool *manifest.Tool, role, prompt 
 	}
 	a.Model = m.File
 	var text strings.Builder
-	o := &llamaIO{W: &text, Budget: c.M.Swarm.Timeouts[role].D(), NoDirect: true}
+	o := &guard.LlamaIO{W: &text, Budget: c.M.Swarm.Timeouts[role].D(), NoDirect: true}
 	start := time.Now()
 	args := []string{"-m", c.M.ModelsPath(m.File), "-p", prompt, "-n", strconv.Itoa(n)}
-	a.Exit = c.llamaCall(ctx, tool, args, o)
+	a.Exit = e.Llama(ctx, tool, args, o)
 	a.Seconds = time.Since(start).Seconds()
 	a.Attempts, a.Cached, a.Text = o.Attempts, o.Cached, text.String()
 	if o.Model != "" {

@@ -1,8 +1,9 @@
-package guard
+package commands
 
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/progress"
 )
 
 // documentedReport is `guard status --json` as the README documents it
@@ -170,8 +173,9 @@ func fill(v reflect.Value) {
 	}
 }
 
-// statusConfig is a Config over a temporary HOME with the given manifest.
-func statusConfig(t *testing.T, manifest string) *Config {
+// statusEngine is an engine over a temporary HOME with the given manifest;
+// env adds to (and overrides) the World's environment.
+func statusEngine(t *testing.T, manifest string, stdout io.Writer, env ...string) *guard.Engine {
 	t.Helper()
 	dir := t.TempDir()
 	home := filepath.Join(dir, "home")
@@ -182,23 +186,33 @@ func statusConfig(t *testing.T, manifest string) *Config {
 	if err := os.WriteFile(mf, []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("HOME", home)
-	t.Setenv("GUARD_MANIFEST", mf)
-	t.Setenv("GUARD_SHIM_DIR", filepath.Join(home, ".shim"))
-	t.Setenv("GUARD_STATE_DIR", filepath.Join(dir, "state"))
-	t.Setenv("GUARD_LOG", filepath.Join(dir, "selfheal.log"))
-	c, err := LoadConfig(&bytes.Buffer{})
+	w := guard.World{
+		Env: append([]string{
+			"HOME=" + home,
+			"GUARD_MANIFEST=" + mf,
+			"GUARD_SHIM_DIR=" + filepath.Join(home, ".shim"),
+			"GUARD_STATE_DIR=" + filepath.Join(dir, "state"),
+			"GUARD_LOG=" + filepath.Join(dir, "selfheal.log"),
+		}, env...),
+		Stdout:    stdout,
+		StdoutTTY: progress.IsTerminal(stdout),
+		Stderr:    &bytes.Buffer{},
+		Self:      "/proc/self/exe",
+	}
+	t.Setenv("GUARD_MANIFEST", mf) // the manifest package still reads it itself
+	c, err := guard.LoadConfig(w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
-	return c
+	e := guard.New(c)
+	t.Cleanup(e.Close)
+	return e
 }
 
 func TestStatusJSONListsAreNeverNull(t *testing.T) {
-	c := statusConfig(t, "[tools.x]\npath = \"/nonexistent/x\"\n")
 	var out bytes.Buffer
-	healthy, err := Status(c, &out, StatusOptions{JSON: true, Events: 10})
+	e := statusEngine(t, "[tools.x]\npath = \"/nonexistent/x\"\n", &out)
+	healthy, err := Status(e, &out, StatusOptions{JSON: true, Events: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,21 +321,19 @@ func TestUseColourOnlyOnATerminal(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	t.Setenv("NO_COLOR", "")
-	t.Setenv("TERM", "xterm")
-	if !UseColour(tty) {
+	colour := func(out io.Writer, env ...string) bool {
+		return UseColour(statusEngine(t, "", out, env...).Config())
+	}
+	if !colour(tty, "NO_COLOR=", "TERM=xterm") {
 		t.Error("no colour on a terminal")
 	}
-	if UseColour(w) || UseColour(&bytes.Buffer{}) {
+	if colour(w, "TERM=xterm") || colour(&bytes.Buffer{}, "TERM=xterm") {
 		t.Error("colour on a pipe or a buffer")
 	}
-	t.Setenv("NO_COLOR", "1")
-	if UseColour(tty) {
+	if colour(tty, "NO_COLOR=1", "TERM=xterm") {
 		t.Error("colour with NO_COLOR set")
 	}
-	t.Setenv("NO_COLOR", "")
-	t.Setenv("TERM", "dumb")
-	if UseColour(tty) {
+	if colour(tty, "NO_COLOR=", "TERM=dumb") {
 		t.Error("colour on a dumb terminal")
 	}
 }

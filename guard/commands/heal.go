@@ -1,14 +1,15 @@
-package guard
+package commands
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"text/tabwriter"
 
+	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/manifest"
@@ -19,7 +20,8 @@ import (
 // models and auth in one pass, or only the named tools and model files. A
 // remembered failed download is retried at once. It prints a summary table
 // and reports whether everything is healthy now.
-func Heal(ctx context.Context, c *Config, out io.Writer, names []string) bool {
+func Heal(ctx context.Context, e *guard.Engine, out io.Writer, names []string) bool {
+	c := e.Config()
 	want := func(name string) bool { return len(names) == 0 || slices.Contains(names, name) }
 	var rows [][3]string
 	ok := true
@@ -42,8 +44,7 @@ func Heal(ctx context.Context, c *Config, out io.Writer, names []string) bool {
 	// several tools, which then count as healed, not as fine all along.
 	wasOK := map[string]bool{}
 	for name, tool := range c.M.Tools {
-		path, err := c.resolve(tool)
-		wasOK[name] = err == nil && c.checkBinary(path) == ""
+		wasOK[name] = e.ToolHealth(tool).OK()
 	}
 	for _, name := range sortedKeys(c.M.Tools) {
 		known[name] = true
@@ -53,10 +54,8 @@ func Heal(ctx context.Context, c *Config, out io.Writer, names []string) bool {
 		tool := c.M.Tools[name]
 		var err error
 		if !wasOK[name] {
-			if _, status := c.Target(ctx, tool); status != 0 {
-				err = errors.New("see the message above")
-			} else {
-				err = nil
+			if _, err = e.HealTool(ctx, tool); err != nil {
+				e.Say("%s: %s", name, err)
 			}
 		}
 		add("tool", name, err, wasOK[name])
@@ -67,20 +66,20 @@ func Heal(ctx context.Context, c *Config, out io.Writer, names []string) bool {
 			continue
 		}
 		path := c.M.ModelsPath(m.File)
-		wasOK := c.healer().Check(m, path).Healthy()
+		wasOK := e.Models().Check(m, path).Healthy()
 		var err error
 		if !wasOK {
-			err = c.healer().Ensure(ctx, "guard heal", m, path, true)
+			err = e.Models().Ensure(ctx, "guard heal", m, path, true)
 		}
 		add("model", m.File, err, wasOK)
 	}
 	if len(names) == 0 {
 		for _, name := range sortedKeys(c.M.Auth) {
-			a := c.authState(c.M.Auth[name])
+			a := authState(c, c.M.Auth[name])
 			state := "ok " + a.Found
 			if !a.OK {
 				state = "missing (never blocks a call): " + a.Hint
-				c.Event(heallog.Event{Level: "warn", Event: "auth.missing", Tool: name, Reason: a.Hint, Result: "missing"})
+				e.Event(heallog.Event{Level: "warn", Event: "auth.missing", Tool: name, Reason: a.Hint, Result: "missing"})
 			}
 			rows = append(rows, [3]string{"auth", name, state})
 		}
@@ -102,12 +101,13 @@ func Heal(ctx context.Context, c *Config, out io.Writer, names []string) bool {
 // Pin is `guard manifest pin`: it hashes every model that passes size and
 // header and writes the sums into the user manifest, keeping its comments
 // and order. With no user manifest it prints the lines to paste.
-func Pin(c *Config, out io.Writer) error {
+func Pin(e *guard.Engine, out io.Writer) error {
+	c := e.Config()
 	data, readErr := os.ReadFile(c.ManifestPath)
 	pinned := 0
 	for _, m := range c.M.Models {
 		path := c.M.ModelsPath(m.File)
-		st := c.healer().Check(m, path)
+		st := e.Models().Check(m, path)
 		if st == verify.OK && m.SHA256 != "" {
 			fmt.Fprintf(out, "%s: already pinned and verified\n", m.File)
 			continue
@@ -118,7 +118,7 @@ func Pin(c *Config, out io.Writer) error {
 		}
 		// A full hash also stamps the file, so the next call's fast check
 		// trusts the new pin without hashing again.
-		_, sum, err := verify.Full(verify.Spec{Path: path, Size: m.Size}, c.Dir("stamps"))
+		_, sum, err := verify.Full(verify.Spec{Path: path, Size: m.Size}, filepath.Join(c.StateDir, "stamps"))
 		if err != nil {
 			return fmt.Errorf("hash %s: %w", path, err)
 		}

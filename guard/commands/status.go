@@ -1,4 +1,4 @@
-package guard
+package commands
 
 import (
 	"debug/elf"
@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard"
+	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
-	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/manifest"
 )
 
 // StatusOptions are `guard status` flags.
@@ -109,8 +111,9 @@ type CacheState struct {
 }
 
 // Status gathers the report, prints it and says whether all is healthy.
-func Status(c *Config, out io.Writer, o StatusOptions) (bool, error) {
-	r := c.gather()
+func Status(e *guard.Engine, out io.Writer, o StatusOptions) (bool, error) {
+	c := e.Config()
+	r := gather(e)
 	if o.Events > 0 {
 		events, err := heallog.Read(c.LogPath, o.Events, o.Since)
 		if err != nil {
@@ -128,11 +131,9 @@ func Status(c *Config, out io.Writer, o StatusOptions) (bool, error) {
 	return r.Healthy, nil
 }
 
-// UseColour reports whether the text report to out should be coloured: only
-// on a terminal, and never when NO_COLOR is set or TERM is dumb.
-func UseColour(out io.Writer) bool {
-	return progress.IsTerminal(out) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
-}
+// UseColour reports whether the text report on stdout should be coloured:
+// only on a terminal, and never when NO_COLOR is set or TERM is dumb.
+func UseColour(c *guard.Config) bool { return c.StdoutTTY && !c.NoColour }
 
 // ParseSince reads a --since value: a duration back from now (30m, 2h, 1d)
 // or a local date or time (2026-08-01, 2026-08-01T15:04, RFC 3339).
@@ -159,9 +160,10 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("bad --since %q: want a duration (30m, 2h, 1d) or a time (2026-08-01, 2026-08-01T15:04)", s)
 }
 
-func (c *Config) gather() *Report {
+func gather(e *guard.Engine) *Report {
+	c := e.Config()
 	r := &Report{
-		Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c.ShimDir), LogPath: c.LogPath, Healthy: true,
+		Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c), LogPath: c.LogPath, Healthy: true,
 		Shims: []ShimState{}, Tools: []ToolState{}, Builds: []BuildState{}, Packages: []PackageState{},
 		Models: []ModelState{}, Auth: []AuthState{}, Events: []heallog.Record{},
 	}
@@ -170,13 +172,13 @@ func (c *Config) gather() *Report {
 		r.Shims = append(r.Shims, shimState(c.ShimDir, name))
 		tool := c.M.Tools[name]
 		ts := ToolState{Name: name, Build: tool.Build, Package: tool.Package, State: "ok"}
-		if path, err := c.resolve(tool); err != nil {
-			ts.State, ts.Reason = "missing", err.Error()
+		if h := e.ToolHealth(tool); h.Err != nil {
+			ts.State, ts.Reason = "missing", h.Err.Error()
 		} else {
-			ts.Target = path
-			ts.Libraries, ts.Static = linkage(path)
-			if why := c.checkBinary(path); why != "" {
-				ts.State, ts.Reason = "broken", why
+			ts.Target = h.Path
+			ts.Libraries, ts.Static = linkage(h.Path)
+			if h.Broken != "" {
+				ts.State, ts.Reason = "broken", h.Broken
 			}
 		}
 		r.Tools = append(r.Tools, ts)
@@ -184,18 +186,18 @@ func (c *Config) gather() *Report {
 	for _, name := range sortedKeys(c.M.Builds) {
 		b := c.M.Builds[name]
 		_, err := os.Stat(b.Dir)
-		r.Builds = append(r.Builds, BuildState{Name: name, Dir: b.Dir, DirExists: err == nil, Log: c.buildLog(name)})
+		r.Builds = append(r.Builds, BuildState{Name: name, Dir: b.Dir, DirExists: err == nil, Log: e.BuildLog(name)})
 	}
 	for _, cmd := range sortedKeys(c.M.Packages) {
-		r.Packages = append(r.Packages, PackageState{Command: cmd, Package: c.M.Packages[cmd], Present: onPath(cmd)})
+		r.Packages = append(r.Packages, PackageState{Command: cmd, Package: c.M.Packages[cmd], Present: onPath(cmd, c.PathEnv)})
 	}
 	for _, m := range c.M.Models {
-		r.Models = append(r.Models, c.modelState(m))
+		r.Models = append(r.Models, modelState(e, m))
 	}
 	for _, name := range sortedKeys(c.M.Auth) {
-		r.Auth = append(r.Auth, c.authState(c.M.Auth[name]))
+		r.Auth = append(r.Auth, authState(c, c.M.Auth[name]))
 	}
-	if st, err := c.cacheStore().Stats(); err == nil {
+	if st, err := e.PromptCache().Stats(); err == nil {
 		r.Cache = CacheState{Entries: st.Entries, Bytes: st.Bytes, Hits: st.Hits, Misses: st.Misses, SavedSeconds: st.SavedSeconds}
 	}
 	r.Healthy = len(r.needsHealing()) == 0
@@ -271,11 +273,30 @@ func linkage(path string) (libs []string, static bool) {
 	return nil, true
 }
 
-func onPath(cmd string) bool {
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+func onPath(cmd, pathEnv string) bool {
+	for _, dir := range filepath.SplitList(pathEnv) {
 		if fi, err := os.Stat(filepath.Join(dir, cmd)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return true
 		}
 	}
 	return false
+}
+
+func modelState(e *guard.Engine, m *manifest.Model) ModelState {
+	path := e.Config().M.ModelsPath(m.File)
+	st := ModelState{File: m.File, Path: path, Role: m.Role, Size: m.Size}
+	if fi, err := os.Stat(path); err == nil {
+		st.OnDisk = fi.Size()
+	}
+	healer := e.Models()
+	st.State = string(healer.Check(m, path))
+	if until, reason, ok := healer.LastFailure(path); ok {
+		st.RetryAfter, st.Reason = until, reason
+	}
+	return st
+}
+
+func authState(c *guard.Config, a *manifest.Auth) AuthState {
+	ok, found := builds.CheckAuth(a, c.Home, c.Getenv)
+	return AuthState{Name: a.Name, OK: ok, Found: found, Hint: a.Hint}
 }

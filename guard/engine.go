@@ -1,0 +1,92 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/runner"
+	"github.com/sandbox-guard/guard/manifest"
+)
+
+// Engine is one guard process at work on a Config: it resolves, heals, runs
+// and logs. The heal log is opened on the first event, so a healthy call
+// never touches it.
+type Engine struct {
+	c   *Config
+	log *heallog.Log
+
+	// The engine's reach beyond files, replaced by unit tests so that the
+	// call path runs without starting a process.
+	exec     func(path string, argv, env []string) error      // become the tool
+	run      func(context.Context, runner.Spec) runner.Result // a supervised child
+	binaries binaryHealer                                     // build recipes and Debian packages
+}
+
+// binaryHealer brings back a tool's executable: builds.Builder.
+type binaryHealer interface {
+	Build(ctx context.Context, tool string, rec *manifest.Build, target string) error
+	InstallPackages(ctx context.Context, tool string, pkgs []string) error
+}
+
+// New returns the engine for c; Close flushes its log.
+func New(c *Config) *Engine {
+	e := &Engine{c: c, log: heallog.New(c.LogPath, c.Stderr), exec: runner.Exec, run: runner.Run}
+	e.binaries = e.builder()
+	return e
+}
+
+// Config is the configuration the engine works on.
+func (e *Engine) Config() *Config { return e.c }
+
+// Close flushes the heal log.
+func (e *Engine) Close() { e.log.Close() }
+
+// Event logs one heal event; the log file is opened on the first one.
+func (e *Engine) Event(ev heallog.Event) { e.log.Write(ev) }
+
+// Say prints a message for a person on stderr, in guard's voice.
+func (e *Engine) Say(format string, a ...any) {
+	Tell(e.c.Stderr, fmt.Sprintf(format, a...))
+}
+
+// Tell writes msg for a person on w with every line starting "guard: ",
+// so a hint on a line of its own still reads as guard's.
+func Tell(w io.Writer, msg string) {
+	for _, line := range strings.Split(strings.TrimRight(msg, "\n"), "\n") {
+		fmt.Fprintln(w, "guard: "+line)
+	}
+}
+
+// Repair brings back shims a sandbox evicted; it logs shim.recreate for each.
+func (e *Engine) Repair() {
+	c := e.c
+	done, err := install.Repair(c.ShimDir, c.StateDir, c.Self, c.toolNames())
+	for _, name := range done {
+		e.Event(heallog.Event{Event: "shim.recreate", Tool: name, Target: filepath.Join(c.ShimDir, name), Result: "ok"})
+	}
+	if err != nil {
+		e.Event(heallog.Event{Level: "warn", Event: "shim.recreate", Target: c.ShimDir, Result: "failed", Reason: err.Error()})
+		e.Say("could not mend the shim folder %s: %v", c.ShimDir, err)
+	}
+}
+
+// builder is the build and package healer over guard's state folder.
+func (e *Engine) builder() *builds.Builder {
+	return &builds.Builder{
+		StateDir:    e.c.StateDir,
+		Log:         e.Event,
+		Stderr:      e.c.Stderr,
+		Packages:    e.c.M.Packages,
+		HealTimeout: e.c.M.Budget.Heal.D(),
+		Env:         e.c.Env,
+	}
+}
+
+// BuildLog is where build recipe name writes its output.
+func (e *Engine) BuildLog(name string) string { return e.builder().LogPath(name) }

@@ -1,0 +1,91 @@
+package guard
+
+import (
+	"path/filepath"
+
+	"github.com/sandbox-guard/guard/guard/cache"
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/runner"
+	"github.com/sandbox-guard/guard/manifest"
+	"github.com/sandbox-guard/guard/shims"
+)
+
+// promptCache is the prompt cache as one llama call uses it, or nil when
+// caching is off for the call (GUARD_CACHE=off, the tool's cache = false).
+// Each attempt has its own key, so a stored answer is always what that
+// attempt's tool and model printed: a repeat is answered for the attempt
+// that answered before, after the attempts that failed before are tried
+// again, and the answer names the model it really came from.
+type promptCache struct {
+	store    *cache.Store
+	fileText string // text of the call's -f file, part of every key
+}
+
+func (e *Engine) promptCache(tool *manifest.Tool, fileText string) *promptCache {
+	if e.c.CacheOff || (tool.Cache != nil && !*tool.Cache) {
+		return nil
+	}
+	return &promptCache{store: e.PromptCache(), fileText: fileText}
+}
+
+// cachedAnswer looks attempt a up and logs a hit.
+func (e *Engine) cachedAnswer(pc *promptCache, name string, a shims.Attempt, n int) (cache.Entry, bool) {
+	key := e.cacheKey(pc, a)
+	if key == "" {
+		return cache.Entry{}, false
+	}
+	entry, ok, _ := pc.store.Get(key)
+	if ok {
+		e.Event(heallog.Event{Event: "cache.hit", Tool: name, Target: a.Model, Bytes: int64(len(entry.Stdout)), Result: "ok", Attempt: n})
+	}
+	return entry, ok
+}
+
+// storeAnswer caches attempt a's good answer and logs what became of it: an
+// answer larger than the whole cache, or a cache folder guard cannot write,
+// is not stored, and the log must not say it was.
+func (e *Engine) storeAnswer(pc *promptCache, name string, a shims.Attempt, res runner.Result) {
+	// The key is made again: a heal may have replaced the model meanwhile.
+	key := e.cacheKey(pc, a)
+	if key == "" {
+		return
+	}
+	ev := heallog.Event{Event: "cache.store", Tool: name, Target: a.Model, Bytes: int64(len(res.Stdout)), Result: "ok"}
+	if err := pc.store.Put(key, cache.Entry{Stdout: res.Stdout, Seconds: res.Elapsed.Seconds()}); err != nil {
+		ev.Level, ev.Result, ev.Reason = "warn", "skipped", err.Error()
+	}
+	e.Event(ev)
+}
+
+// cacheKey returns attempt a's prompt-cache key, or "" when it has none
+// (caching off, no model, a model that cannot be read).
+func (e *Engine) cacheKey(pc *promptCache, a shims.Attempt) string {
+	if pc == nil || a.Model == "" {
+		return ""
+	}
+	var pinned string
+	if m := e.c.M.ModelByFile(filepath.Base(a.Model)); m != nil {
+		pinned = m.SHA256
+	}
+	id, err := cache.ModelID(a.Model, pinned)
+	if err != nil {
+		return ""
+	}
+	args := make([]string, len(a.Args))
+	for i, arg := range a.Args {
+		if arg == a.Model {
+			arg = "model:" + id // the same model anywhere on disk is the same answer
+		}
+		args[i] = arg
+	}
+	in := cache.KeyInput{Tool: a.Tool, ModelID: id, Args: args}
+	if pc.fileText != "" {
+		in.FileText = []byte(pc.fileText)
+	}
+	return cache.Key(in)
+}
+
+// PromptCache is the prompt cache in guard's state folder.
+func (e *Engine) PromptCache() *cache.Store {
+	return &cache.Store{Dir: e.c.dir("prompts"), MaxBytes: e.c.M.Cache.MaxBytes, TTL: e.c.M.Cache.TTL.D()}
+}

@@ -1,0 +1,49 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/sandbox-guard/guard/guard/models"
+)
+
+// Models is the model healer over guard's state folder: checks, downloads,
+// the memory of failed heals.
+func (e *Engine) Models() *models.Healer {
+	return &models.Healer{
+		StateDir:    e.c.StateDir,
+		Log:         e.Event,
+		Stderr:      e.c.Stderr,
+		HealTimeout: e.c.M.Budget.Heal.D(),
+		Token:       e.c.HFToken,
+	}
+}
+
+// ensureModel makes the model file at path good before a llama call loads
+// it: a manifest model is healed (downloaded, verified), an unknown one only
+// checked. A model the call cannot have is a *healError saying why.
+func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool) error {
+	m := e.c.M.ModelByFile(filepath.Base(path))
+	if m == nil {
+		if err := models.CheckUnknown(path); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return &healError{fmt.Errorf("model %s is missing and the manifest does not know it; add a [[models]] entry with file = %q, size and urls to %s so guard can fetch it", path, filepath.Base(path), e.c.ManifestPath)}
+			}
+			return &healError{fmt.Errorf("model %s: %v (the manifest does not know this file, so guard cannot fetch it)", path, err)}
+		}
+		return nil
+	}
+	if e.Models().Check(m, path).Healthy() {
+		return nil // the fast path: no signal handler, no goroutine
+	}
+	err := underSignals(ctx, func(ctx context.Context) error {
+		return e.Models().Ensure(ctx, tool, m, path, force)
+	})
+	if err != nil {
+		return &healError{err}
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package guard
+
+import (
+	"cmp"
+	"context"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/runner"
+	"github.com/sandbox-guard/guard/manifest"
+)
+
+// runTool runs the resolved tool once. With watch and anything to watch (a
+// budget from the manifest or GUARD_TIMEOUT, a stall or prompt policy) it is
+// a supervised child writing its stdout to out; otherwise guard becomes the
+// tool, so it costs nothing more.
+func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, args []string, out io.Writer, watch bool) int {
+	argv := append([]string{real}, args...)
+	env := e.childEnv(tool)
+	budget := cmp.Or(e.c.Timeout, tool.Timeout.D())
+	if !watch || (budget == 0 && tool.Stall == 0 && tool.Prompts == "") {
+		if err := e.exec(real, argv, env); err != nil {
+			return e.fail(tool.Name, &execError{err})
+		}
+		return 0 // only a test's exec returns without error
+	}
+	spec := e.spec(tool, real, argv, env)
+	spec.Budget = budget
+	spec.Stdout = out
+	res := e.run(ctx, spec)
+	e.report(tool.Name, 1, res, spec)
+	return res.Status()
+}
+
+// spec is the supervised-run template for tool; callers set budget and output.
+func (e *Engine) spec(tool *manifest.Tool, real string, argv, env []string) runner.Spec {
+	prompts := tool.Prompts
+	if e.c.StdinTTY {
+		// A person is at the terminal and can answer the tool themselves;
+		// killing their password prompt would be worse than any hang.
+		prompts = ""
+	}
+	observed := tool.Stall != 0 || prompts != ""
+	return runner.Spec{
+		Path:    real,
+		Argv:    argv,
+		Env:     env,
+		Stdin:   e.c.Stdin,
+		Stderr:  e.c.Stderr,
+		Stall:   tool.Stall.D(),
+		Grace:   e.c.M.Budget.Grace.D(),
+		Prompts: runner.Policy(prompts),
+		// Under a terminal the tool must still see one, or it changes how it
+		// behaves (colours, prompts, line buffering); a pty lets guard watch.
+		PTY: observed && e.c.StdoutTTY,
+	}
+}
+
+// report logs and explains how a supervised attempt ended, when it did not
+// simply exit.
+func (e *Engine) report(name string, attempt int, res runner.Result, spec runner.Spec) {
+	for _, p := range res.Answered {
+		e.Event(heallog.Event{Event: "prompt.detected", Tool: name, Reason: p, Result: "answered", Attempt: attempt})
+	}
+	ev := heallog.Event{Level: "warn", Tool: name, Attempt: attempt, DurationMS: res.Elapsed.Milliseconds()}
+	switch res.Outcome {
+	case runner.TimedOut:
+		ev.Event, ev.Reason = "timeout", "no exit within "+spec.Budget.String()
+		e.Say("%s: stopped after %s: over its time budget of %s", name, secs(res.Elapsed), secs(spec.Budget))
+	case runner.Stalled:
+		ev.Event, ev.Reason = "stall", "no output for "+spec.Stall.String()
+		e.Say("%s: stopped: no new output for %s (the manifest's stall)", name, spec.Stall)
+	case runner.PromptKilled:
+		ev.Event, ev.Reason = "prompt.detected", res.Prompt
+		ev.Result = "killed"
+		e.Say("%s: stopped: it waited at an interactive prompt %q that guard will not answer", name, res.Prompt)
+	case runner.StartFailed:
+		ev.Event, ev.Reason, ev.Level = "call.end", res.Err.Error(), "error"
+		e.Say("%s: %v", name, res.Err)
+	default:
+		return
+	}
+	if ev.Result == "" {
+		ev.Result = "killed"
+	}
+	e.Event(ev)
+}
+
+// childEnv is guard's environment plus the tool's forced variables and one
+// more level of shim depth.
+func (e *Engine) childEnv(tool *manifest.Tool) []string {
+	env := e.c.Env
+	for k, v := range tool.Env {
+		env = setEnv(env, k, v)
+	}
+	return setEnv(env, depthVar, strconv.Itoa(e.c.Depth+1))
+}
+
+// setEnv sets key in env, dropping earlier entries: with a duplicate, a Go
+// child (the next guard of a shim loop) reads the first one, so an
+// appended GUARD_DEPTH never grew and the loop never ended. env itself is
+// left as it is.
+func setEnv(env []string, key, value string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != key {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+value)
+}
+
+func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s" }
