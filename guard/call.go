@@ -31,13 +31,6 @@ func (e *Engine) call(ctx context.Context, name string, args []string) int {
 	return e.runTool(ctx, tool, real, args, e.c.Stdout, true)
 }
 
-// fail tells the person why the call of name cannot go on and returns the
-// call's exit status for err.
-func (e *Engine) fail(name string, err error) int {
-	e.Say("%s: %s", name, err)
-	return ExitStatus(err)
-}
-
 // isLlama reports whether name gets the llama policy: model heal, budgets,
 // fallbacks and the prompt cache.
 func isLlama(name string) bool { return name == shims.LlamaCompletion || name == shims.LlamaSimple }

@@ -52,6 +52,13 @@ type execError struct{ err error }
 func (e *execError) Error() string { return e.err.Error() }
 func (e *execError) Unwrap() error { return e.err }
 
+// fail tells the person why the call of name cannot go on and returns the
+// call's exit status for err.
+func (e *Engine) fail(name string, err error) int {
+	e.Say("%s: %s", name, err)
+	return ExitStatus(err)
+}
+
 // ExitStatus maps an error from the engine to a shim call's exit status:
 // 0 for nil, 128+N for a heal interrupted by signal N, 125 when guard
 // itself could not work, 126 or 127 for an exec that failed, 127 for what

@@ -1,0 +1,191 @@
+package guard
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/runner"
+	"github.com/sandbox-guard/guard/manifest"
+)
+
+// testBed is an engine over a temporary HOME whose reach beyond files is
+// faked: exec and supervised runs are recorded and answered from a script,
+// builds and package installs are functions the test sets. Nothing it does
+// starts a process.
+type testBed struct {
+	t      *testing.T
+	dir    string
+	home   string
+	e      *Engine
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+
+	mu    sync.Mutex
+	execs [][]string      // argv of every exec
+	specs []runner.Spec   // every supervised run, in order
+	runs  []runner.Result // scripted results, taken in order; then Exited 0
+	// onRun, when set, answers a supervised run instead of runs.
+	onRun func(runner.Spec) runner.Result
+	build func(ctx context.Context, tool string, rec *manifest.Build, target string) error
+	apt   func(ctx context.Context, tool string, pkgs []string) error
+}
+
+// newBed writes manifest (with $HOME and $DIR expanded) and builds the
+// engine; env adds to the World's environment.
+func newBed(t *testing.T, manifestTOML string, env ...string) *testBed {
+	t.Helper()
+	dir := t.TempDir()
+	b := &testBed{t: t, dir: dir, home: filepath.Join(dir, "home")}
+	if err := os.MkdirAll(b.home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mf := filepath.Join(dir, "manifest.toml")
+	text := strings.NewReplacer("$HOME", b.home, "$DIR", dir).Replace(manifestTOML)
+	if err := os.WriteFile(mf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GUARD_MANIFEST", mf) // the manifest package still reads it itself
+	w := World{
+		Env: append([]string{
+			"HOME=" + b.home,
+			"PATH=" + filepath.Join(dir, "bin"),
+			"GUARD_MANIFEST=" + mf,
+			"GUARD_SHIM_DIR=" + filepath.Join(b.home, ".shim"),
+			"GUARD_STATE_DIR=" + filepath.Join(dir, "state"),
+			"GUARD_LOG=" + filepath.Join(dir, "selfheal.log"),
+		}, env...),
+		Stdout: &b.stdout,
+		Stderr: &b.stderr,
+		Self:   filepath.Join(dir, "guard-self"),
+	}
+	if err := os.WriteFile(w.Self, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.e = New(c)
+	b.e.exec = func(path string, argv, env []string) error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.execs = append(b.execs, argv)
+		return nil
+	}
+	b.e.run = func(ctx context.Context, s runner.Spec) runner.Result {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.specs = append(b.specs, s)
+		if b.onRun != nil {
+			return b.onRun(s)
+		}
+		if len(b.runs) == 0 {
+			return runner.Result{Outcome: runner.Exited}
+		}
+		r := b.runs[0]
+		b.runs = b.runs[1:]
+		if s.Stdout != nil && len(r.Stdout) > 0 {
+			s.Stdout.Write(r.Stdout)
+		}
+		return r
+	}
+	b.e.binaries = bedBinaries{b}
+	t.Cleanup(b.e.Close)
+	return b
+}
+
+type bedBinaries struct{ b *testBed }
+
+func (f bedBinaries) Build(ctx context.Context, tool string, rec *manifest.Build, target string) error {
+	if f.b.build == nil {
+		f.b.t.Fatalf("unexpected build of %s", tool)
+	}
+	return f.b.build(ctx, tool, rec, target)
+}
+
+func (f bedBinaries) InstallPackages(ctx context.Context, tool string, pkgs []string) error {
+	if f.b.apt == nil {
+		f.b.t.Fatalf("unexpected install of %v", pkgs)
+	}
+	return f.b.apt(ctx, tool, pkgs)
+}
+
+// tool writes an executable script at path (below the bed's folder when
+// relative) and returns its absolute path.
+func (b *testBed) tool(path string) string {
+	b.t.Helper()
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(b.dir, path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	return path
+}
+
+// events reads the heal log back as maps, in order.
+func (b *testBed) events() []map[string]any {
+	b.t.Helper()
+	b.e.Close() // flush; a fresh log takes the events that follow
+	b.e.log = heallog.New(b.e.c.LogPath, b.e.c.Stderr)
+	data, err := os.ReadFile(filepath.Join(b.dir, "selfheal.log"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			b.t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// event returns the first logged event named name, or fails.
+func (b *testBed) event(name string) map[string]any {
+	b.t.Helper()
+	for _, ev := range b.events() {
+		if ev["event"] == name {
+			return ev
+		}
+	}
+	b.t.Fatalf("no %s event in the log", name)
+	return nil
+}
+
+// gguf is a valid GGUF file of exactly size bytes.
+func gguf(size int) []byte {
+	b := make([]byte, size)
+	copy(b, "GGUF")
+	binary.LittleEndian.PutUint32(b[4:], 3)
+	for i := 8; i < size; i++ {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

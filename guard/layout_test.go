@@ -1,0 +1,161 @@
+package guard_test
+
+import (
+	"bufio"
+	"bytes"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestFilesCallDownward holds the engine to its layout: the call path reads
+// top-down, one floor at a time, so no file calls a function of a file that
+// calls, directly or through others, back into it.
+func TestFilesCallDownward(t *testing.T) {
+	for _, pkg := range []string{".", "./commands"} {
+		t.Run(pkg, func(t *testing.T) {
+			graph := callGraph(t, pkg)
+			for _, cycle := range cycles(graph) {
+				t.Errorf("these files call each other, directly or in a circle: %s", strings.Join(cycle, ", "))
+			}
+		})
+	}
+}
+
+// callGraph maps each non-test file of the package in dir to the files
+// whose functions and methods it calls or takes as values.
+func callGraph(t *testing.T, dir string) map[string][]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	conf := types.Config{Importer: exportImporter(t, fset, dir)}
+	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
+	pkg, err := conf.Check(dir, fset, files, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edges := map[string]map[string]bool{}
+	for id, obj := range info.Uses {
+		fn, ok := obj.(*types.Func)
+		if !ok || fn.Pkg() != pkg {
+			continue
+		}
+		from, to := filepath.Base(fset.File(id.Pos()).Name()), filepath.Base(fset.File(fn.Pos()).Name())
+		if from == to {
+			continue
+		}
+		if edges[from] == nil {
+			edges[from] = map[string]bool{}
+		}
+		edges[from][to] = true
+	}
+	graph := map[string][]string{}
+	for from, tos := range edges {
+		for to := range tos {
+			graph[from] = append(graph[from], to)
+		}
+		slices.Sort(graph[from])
+	}
+	return graph
+}
+
+// exportImporter imports the package's dependencies from the compiler's
+// export data, which go list builds: fast, and exact about every type.
+func exportImporter(t *testing.T, fset *token.FileSet, dir string) types.Importer {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}", dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	export := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if path, file, ok := strings.Cut(sc.Text(), "\t"); ok && file != "" {
+			export[path] = file
+		}
+	}
+	return importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		return os.Open(export[path])
+	})
+}
+
+// cycles returns each circle of the graph once (Tarjan's strongly
+// connected components of more than one file).
+func cycles(graph map[string][]string) [][]string {
+	var (
+		index   = map[string]int{}
+		low     = map[string]int{}
+		onStack = map[string]bool{}
+		stack   []string
+		out     [][]string
+		next    int
+		visit   func(string)
+	)
+	visit = func(v string) {
+		index[v], low[v] = next, next
+		next++
+		stack = append(stack, v)
+		onStack[v] = true
+		for _, w := range graph[v] {
+			if _, seen := index[w]; !seen {
+				visit(w)
+				low[v] = min(low[v], low[w])
+			} else if onStack[w] {
+				low[v] = min(low[v], index[w])
+			}
+		}
+		if low[v] == index[v] {
+			var scc []string
+			for {
+				w := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				onStack[w] = false
+				scc = append(scc, w)
+				if w == v {
+					break
+				}
+			}
+			if len(scc) > 1 {
+				slices.Sort(scc)
+				out = append(out, scc)
+			}
+		}
+	}
+	nodes := make([]string, 0, len(graph))
+	for v := range graph {
+		nodes = append(nodes, v)
+	}
+	slices.Sort(nodes)
+	for _, v := range nodes {
+		if _, seen := index[v]; !seen {
+			visit(v)
+		}
+	}
+	return out
+}
