@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # all.sh: every benchmark of guard, side by side in one run, as the
 # Markdown that BENCHMARKS.md holds. Each section names the command that
-# produced it. Needs go; hyperfine, curl and cmake make their sections
-# (.ci/run installs cmake and curl; apt-get install -y hyperfine).
+# produced it. Needs go; curl and cmake make their sections (.ci/run
+# installs both).
 #
 #   bench/all.sh > BENCHMARKS.md
 set -uo pipefail
@@ -19,13 +19,13 @@ printf '(%s cores, %s, load average at the start: %s). The machines are shared:\
 printf 'ratios inside one run are the figures to trust, not absolute milliseconds.\n'
 
 section "Shim start-up: guard against a direct exec and floor shims (goals: exec path <= 1.1x, supervised and cache hit <= 1.25x the zap floor)" \
-	"BENCH_STAT=median bench/shim-overhead.sh"
+	"go run ./cmd/bench shim"
 section "Model fast path: 2 GB sparse file against 1 KB (goal: within 1.1x), and sha256 throughput" \
 	"go test -run '^\$' -bench 'Quick|Sum' -benchtime 2000x ./manifest/verify/"
 section "Download: guard's resumable, verified fetch against curl over loopback (goal: >= 0.8x curl)" \
-	"bench/download-vs-curl.sh 256 3"
+	"go run ./cmd/bench download"
 section "Rebuild of the CMake fixture through guard against bare cmake (goal: within 1.2x)" \
-	"guard/builds/bench/rebuild.sh 3"
+	"go run ./cmd/bench rebuild"
 section "Binary health check on a healthy call (stamped) and without its stamp" \
 	"go test -run '^\$' -bench CheckBinary -benchtime 2000x ./guard/builds/"
 section "Manifest: TOML decode against the decoded-manifest cache a shim call uses" \
