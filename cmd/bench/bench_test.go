@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -236,6 +237,53 @@ func TestExpand(t *testing.T) {
 	}
 }
 
+func TestShellJoin(t *testing.T) {
+	got := shellJoin([]string{"test", "-run", "^$", "-bench", "Quick|Sum", "it's", "./x/"})
+	if want := `test -run '^$' -bench 'Quick|Sum' 'it'\''s' ./x/`; got != want {
+		t.Errorf("shellJoin = %s, want %s", got, want)
+	}
+}
+
+// TestWriteAll: the hand-written top of the document survives, the rest
+// is replaced; a file without the marker is never overwritten; a failing
+// section is shown and reported, and the others still run.
+func TestWriteAll(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	top := "# Benchmarks\n\nHand-written summary.\n\n" + Marker + "\n"
+	os.WriteFile(path, []byte(top+"\nold figures\n"), 0o644)
+	secs := []section{
+		{"Good", "go run ./cmd/bench good", func(w io.Writer) error { _, err := io.WriteString(w, "figures\n"); return err }},
+		{"Bad", "go run ./cmd/bench bad", func(w io.Writer) error { return errors.New("no cmake") }},
+	}
+	err := writeAll(context.Background(), io.Discard, secs, path, nil)
+	if err == nil || !strings.Contains(err.Error(), "go run ./cmd/bench bad") {
+		t.Errorf("writeAll error = %v, want the failed section named", err)
+	}
+	data, _ := os.ReadFile(path)
+	doc := string(data)
+	if !strings.HasPrefix(doc, top) || strings.Contains(doc, "old figures") {
+		t.Errorf("top not kept or old part not replaced:\n%s", doc)
+	}
+	for _, want := range []string{"\n## Good\n\n`go run ./cmd/bench good`\n\n```\nfigures\n```\n", "\n## Bad\n\n`go run ./cmd/bench bad`\n\n```\nfailed: no cmake\n```\n"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("document lacks %q:\n%s", want, doc)
+		}
+	}
+
+	os.WriteFile(path, []byte("# Benchmarks\n\nno marker\n"), 0o644)
+	if err := writeAll(context.Background(), io.Discard, secs[:1], path, nil); err == nil {
+		t.Error("a file without the marker was overwritten")
+	}
+	if data, _ := os.ReadFile(path); string(data) != "# Benchmarks\n\nno marker\n" {
+		t.Errorf("file changed: %q", data)
+	}
+
+	var out bytes.Buffer
+	if err := writeAll(context.Background(), io.Discard, secs[:1], "", &out); err != nil || !strings.HasPrefix(out.String(), "# Benchmarks\n\n"+Marker+"\n") {
+		t.Errorf("to stdout: %v\n%s", err, out.String())
+	}
+}
+
 // TestUsage: mistakes exit 2 before anything is built or run.
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{
@@ -244,6 +292,7 @@ func TestUsage(t *testing.T) {
 		{"nosuch"},
 		{"shim", "-stat", "fastest"},
 		{"shim", "-size", "0"},
+		{"shim", "-o", "x.md"},
 		{"shim", "extra"},
 		{"shim", "-runs", "x"},
 	} {

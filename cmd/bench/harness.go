@@ -165,7 +165,7 @@ func (rn *Runner) Run(ctx context.Context, t *Table) (*Report, error) {
 		}
 	}
 	rep := &Report{Table: t, Knobs: k, Notes: []string{
-		fmt.Sprintf("%d samples a row in %d rounds (rows shuffled each round, %d warm-up runs a row a round)", k.Runs, k.Rounds, k.Warmup),
+		fmt.Sprintf("%s a row in %s, rows shuffled each round; %s a row a round", count(k.Runs, "sample"), count(k.Rounds, "round"), count(k.Warmup, "untimed warm-up run")),
 	}}
 	var live []*liveRow
 	seen := map[string]bool{}
@@ -270,6 +270,14 @@ func (s *Sandbox) prepare(t *Table, r *Row, spawn string) (*liveRow, error) {
 		return nil, err
 	}
 	return lr, nil
+}
+
+// count is "1 sample", "3 samples".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func cmpOr(s, def string) string {

@@ -1,10 +1,11 @@
 // Command bench is guard's benchmark harness: every whole-process
-// benchmark of guard as a table of rows timed side by side. Run it from
-// inside the repository:
+// benchmark of guard as a table of rows timed side by side, and the
+// generator of docs/BENCHMARKS.md. Run it from inside the repository:
 //
 //	go run ./cmd/bench shim       # start-up: guard against a direct exec, a bash shim, Go floor shims
 //	go run ./cmd/bench download   # guard's model download against curl over loopback
 //	go run ./cmd/bench rebuild    # a cold rebuild of the CMake fixture through guard against bare cmake
+//	go run ./cmd/bench all -o docs/BENCHMARKS.md   # every table and Go benchmark, into the document
 //
 // A row is one command (Row); a table (Table) samples its rows interleaved:
 // in each round every row runs, in a new random order, its warm-up and its
@@ -76,6 +77,7 @@ commands:
   shim       start-up of a call through guard against a direct exec and floor shims
   download   guard's model download against curl over loopback
   rebuild    a cold rebuild of the CMake fixture through guard against bare cmake
+  all        every table and Go benchmark as the Markdown of docs/BENCHMARKS.md
 
 flags (after the command):
 `
@@ -93,6 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keep := fs.Bool("keep", false, "keep the temp folder (sandboxes, binaries, each row's last stderr)")
 	guard := fs.String("guard", "", "time this guard binary instead of building one (built with other tags, say)")
 	sizeMB := fs.Int("size", 256, "download: the model's size in MB")
+	out := fs.String("o", "", "all: write into this file, keeping what is above its generated part (default: stdout)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -102,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fs.Usage()
 			return 0
 		}
-		fmt.Fprintln(stderr, "bench: name a command: shim, download or rebuild (go run ./cmd/bench -h)")
+		fmt.Fprintln(stderr, "bench: name a command: shim, download, rebuild or all (go run ./cmd/bench -h)")
 		return 2
 	}
 	cmd := args[0]
@@ -124,13 +127,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: -stat %q: want one of %s\n", knobs.Stat, strings.Join(Stats, ", "))
 		return 2
 	}
-	all := tables(*sizeMB)
-	i := slices.IndexFunc(all, func(t *Table) bool { return t.Name == cmd })
-	if i < 0 {
-		fmt.Fprintf(stderr, "bench: unknown command %q (go run ./cmd/bench -h)\n", cmd)
+	if *out != "" && cmd != "all" {
+		fmt.Fprintln(stderr, "bench: -o is for all")
 		return 2
 	}
-	table := all[i]
+	all := tables(*sizeMB)
+	var table *Table
+	if cmd != "all" {
+		i := slices.IndexFunc(all, func(t *Table) bool { return t.Name == cmd })
+		if i < 0 {
+			fmt.Fprintf(stderr, "bench: unknown command %q (go run ./cmd/bench -h)\n", cmd)
+			return 2
+		}
+		table = all[i]
+	}
 
 	repo, err := moduleRoot()
 	if err != nil {
@@ -160,9 +170,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}()
 	rn := &Runner{Repo: repo, Root: root, Knobs: knobs, Guard: *guard, Log: stderr}
 
-	rep, err := rn.Run(ctx, table)
-	if err == nil {
-		err = rep.Format(stdout)
+	if table == nil {
+		err = writeAll(ctx, stderr, sections(ctx, rn, all), *out, stdout)
+	} else {
+		var rep *Report
+		if rep, err = rn.Run(ctx, table); err == nil {
+			err = rep.Format(stdout)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)

@@ -288,7 +288,7 @@ func healLogNote(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	count := map[string]int{}
+	events := map[string]int{}
 	total := 0
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<20)
@@ -297,7 +297,7 @@ func healLogNote(path string) (string, error) {
 		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Event == "" {
 			ev.Event = "unreadable"
 		}
-		count[ev.Event]++
+		events[ev.Event]++
 		total++
 	}
 	if err := sc.Err(); err != nil {
@@ -306,16 +306,12 @@ func healLogNote(path string) (string, error) {
 	if total == 0 {
 		return "", nil
 	}
-	names := slices.SortedFunc(maps.Keys(count), func(a, b string) int {
-		return cmp.Or(count[b]-count[a], strings.Compare(a, b))
+	names := slices.SortedFunc(maps.Keys(events), func(a, b string) int {
+		return cmp.Or(events[b]-events[a], strings.Compare(a, b))
 	})
 	parts := make([]string, len(names))
 	for i, n := range names {
-		parts[i] = fmt.Sprintf("%s %d", n, count[n])
+		parts[i] = fmt.Sprintf("%s %d", n, events[n])
 	}
-	plural := "s"
-	if total == 1 {
-		plural = ""
-	}
-	return fmt.Sprintf("guard's heal log: %d event%s (%s)", total, plural, strings.Join(parts, ", ")), nil
+	return fmt.Sprintf("guard's heal log: %s (%s)", count(total, "event"), strings.Join(parts, ", ")), nil
 }
