@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -33,13 +32,12 @@ func downloadTable(sizeMB int) *Table {
 		Rows: []Row{
 			{
 				Name:   "curl",
-				Setup:  func(s *Sandbox, _ *Row) error { _, err := s.LookPath("curl"); return err },
 				Before: remove("$DEST/curl.gguf"),
 				Argv:   []string{"curl", "-sSf", "-o", "$DEST/curl.gguf", "$URL/m.gguf"},
 			},
 			{
 				Name:   "guard",
-				Setup:  func(s *Sandbox, _ *Row) error { return s.Guard() },
+				Setup:  guardInstalled,
 				Before: remove("$DEST/m.gguf"),
 				Argv:   []string{"$SHIM_DIR/guard", "heal", "m.gguf"},
 				Goal:   &Goal{Anchor: "curl", Max: 1 / downloadGoal, What: fmt.Sprintf(">= %.2fx curl's MB/s", downloadGoal)},
@@ -108,14 +106,4 @@ func writeModel(path string, size int64) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
-}
-
-// remove is a Before that deletes what the previous sample made.
-func remove(path string) func(*Sandbox) error {
-	return func(s *Sandbox) error {
-		if err := os.Remove(s.Expand(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		return nil
-	}
 }

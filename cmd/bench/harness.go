@@ -21,7 +21,8 @@ type Row struct {
 	Name string
 	// Setup runs once, after the table's Setup and before any sample: files
 	// and binaries this row needs. It may fill in the row (its Goal after a
-	// probe, say). An error skips the row, not the table; the report says why.
+	// probe, say). An error skips the row, not the table, and so does a
+	// program that is not installed; the report says why.
 	Setup func(s *Sandbox, r *Row) error
 	// Before runs before every sample, untimed: it puts back what the
 	// previous sample changed (an evicted build folder, a downloaded file).
@@ -175,16 +176,11 @@ func (rn *Runner) Run(ctx context.Context, t *Table) (*Report, error) {
 			return nil, fmt.Errorf("%s: row name %q is empty or used twice", t.Name, r.Name)
 		}
 		seen[r.Name] = true
-		if r.Setup != nil {
-			if err := r.Setup(s, &r); err != nil {
-				rep.Results = append(rep.Results, Result{Name: r.Name, Skipped: err.Error()})
-				fmt.Fprintf(rn.Log, "%s: %s skipped: %v\n", t.Name, r.Name, err)
-				continue
-			}
-		}
 		lr, err := s.prepare(t, &r, spawn)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", t.Name, r.Name, err)
+			rep.Results = append(rep.Results, Result{Name: r.Name, Skipped: err.Error()})
+			fmt.Fprintf(rn.Log, "%s: %s skipped: %v\n", t.Name, r.Name, err)
+			continue
 		}
 		lr.result = len(rep.Results)
 		rep.Results = append(rep.Results, Result{Name: r.Name, Goal: r.Goal})
@@ -240,8 +236,14 @@ type liveRow struct {
 	result  int // index in Report.Results
 }
 
-// prepare expands the row's strings and resolves its program.
+// prepare runs the row's Setup, expands its strings and resolves its
+// program.
 func (s *Sandbox) prepare(t *Table, r *Row, spawn string) (*liveRow, error) {
+	if r.Setup != nil {
+		if err := r.Setup(s, r); err != nil {
+			return nil, err
+		}
+	}
 	if len(r.Argv) == 0 {
 		return nil, errors.New("no command")
 	}
@@ -328,7 +330,7 @@ func (lr *liveRow) sample(ctx context.Context) (Sample, error) {
 		if err != nil {
 			return Sample{}, err
 		}
-		defer pr.Close()
+		defer pr.Close() // ends the drain if it is still running
 		defer pw.Close()
 		stdout = pw
 		drained = make(chan error, 1)
@@ -350,10 +352,16 @@ func (lr *liveRow) sample(ctx context.Context) (Sample, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	err = cmd.Run()
 	if drained != nil {
-		// Our copy of the write end must go before the reader can see EOF.
+		// Our copy of the write end must go before the reader can see EOF;
+		// a process the command left behind may hold another until the
+		// sample's time is up.
 		stdout.Close()
-		if derr := <-drained; derr != nil && err == nil {
-			err = derr
+		select {
+		case derr := <-drained:
+			if err == nil {
+				err = derr
+			}
+		case <-sctx.Done():
 		}
 	}
 	if err := ctx.Err(); err != nil {

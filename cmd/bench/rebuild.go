@@ -45,7 +45,7 @@ func rebuildTable() *Table {
 			},
 			{
 				Name:   "guard",
-				Setup:  func(s *Sandbox, _ *Row) error { return s.Guard() },
+				Setup:  guardInstalled,
 				Before: evictBuild,
 				Argv:   []string{"$SHIM_DIR/guard", "heal", "llama-completion"},
 				Goal:   &Goal{Anchor: "bare-cmake", Max: rebuildGoal},

@@ -142,6 +142,27 @@ func (s *Sandbox) Guard() error {
 	})
 }
 
+// build is a row Setup that builds the row's program (see Build).
+func build(pkg string) func(*Sandbox, *Row) error {
+	return func(s *Sandbox, _ *Row) error {
+		_, err := s.Build(pkg)
+		return err
+	}
+}
+
+// guardInstalled is the Setup of a row that calls guard (see Guard).
+func guardInstalled(s *Sandbox, _ *Row) error { return s.Guard() }
+
+// remove is a Before that deletes what the previous sample made.
+func remove(path string) func(*Sandbox) error {
+	return func(s *Sandbox) error {
+		if err := os.Remove(s.Expand(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+}
+
 // Command is a setup command (untimed), its strings expanded, in $TMP with
 // the sandbox's environment.
 func (s *Sandbox) Command(argv ...string) (*exec.Cmd, error) {

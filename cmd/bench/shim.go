@@ -45,10 +45,15 @@ func shimTable() *Table {
 				Name:  "guard-cache-hit",
 				Setup: cacheHit,
 				Argv:  []string{"$SHIM_DIR/llama-completion", "-m", "$HOME/m.gguf", "-p", "hi", "-n", "4"},
-				Goal:  &Goal{Anchor: "zap-floor", Max: supervisedGoal, What: fmt.Sprintf("cache hit <= %.2fx zap-floor", supervisedGoal)},
+				Goal:  floorGoal("cache hit", supervisedGoal),
 			},
 		},
 	}
+}
+
+// floorGoal is a goal against the zap floor, named after guard's path.
+func floorGoal(path string, max float64) *Goal {
+	return &Goal{Anchor: "zap-floor", Max: max, What: fmt.Sprintf("%s <= %.2fx zap-floor", path, max)}
 }
 
 // shimTools are the manifest tools the guard rows call; each is a hard
@@ -77,14 +82,6 @@ func bashShim(s *Sandbox, _ *Row) error {
 		return err
 	}
 	return s.WriteFile("$TMP/bash-shim", "#!/bin/bash\nexec "+shellQuote(s.Expand("$TOOLS/true"))+" \"$@\"\n", 0o755)
-}
-
-// build is a row Setup that builds the row's program.
-func build(pkg string) func(*Sandbox, *Row) error {
-	return func(s *Sandbox, _ *Row) error {
-		_, err := s.Build(pkg)
-		return err
-	}
 }
 
 // probe is the Setup of a guard shim row: it finds which path guard takes for
@@ -124,9 +121,9 @@ func probe(tool string) func(*Sandbox, *Row) error {
 		}
 		switch ppid, _ := strconv.Atoi(strings.TrimSpace(string(data))); ppid {
 		case os.Getpid():
-			r.Goal = &Goal{Anchor: "zap-floor", Max: execGoal, What: fmt.Sprintf("exec <= %.2fx zap-floor", execGoal)}
+			r.Goal = floorGoal("exec", execGoal)
 		case cmd.Process.Pid:
-			r.Goal = &Goal{Anchor: "zap-floor", Max: supervisedGoal, What: fmt.Sprintf("supervised <= %.2fx zap-floor", supervisedGoal)}
+			r.Goal = floorGoal("supervised", supervisedGoal)
 		default:
 			return fmt.Errorf("the %s probe's parent was %q, neither the harness nor guard", tool, data)
 		}

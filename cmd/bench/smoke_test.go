@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestShimSmoke runs the start-up table for real with one sample a row:
@@ -52,6 +56,77 @@ func TestShimSmoke(t *testing.T) {
 	if home != "" {
 		if _, err := os.Stat(home + "/.shim/plain"); err == nil {
 			t.Errorf("a shim named plain appeared in the real %s/.shim", home)
+		}
+	}
+}
+
+// TestRows runs a table of plain shell rows through the whole harness:
+// stdin and stdout files, a drained pipe, the table's and the row's
+// environment, an expected exit status, Before once a sample or warm-up,
+// a row whose Setup fails (skipped, the others timed); then a wrong
+// status and a sample past its time limit, which end the table.
+func TestRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the spawn helper")
+	}
+	repo, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := &Runner{Repo: repo, Root: t.TempDir(), Knobs: Unset, Log: io.Discard}
+	var dir string
+	before := 0
+	table := &Table{
+		Name:  "rows",
+		Knobs: Knobs{Runs: 3, Rounds: 2, Warmup: 1},
+		Env:   []string{"GREETING=hello"},
+		Setup: func(s *Sandbox) error {
+			dir = s.Dir
+			return s.WriteFile("$TMP/in.txt", "from stdin\n", 0o644)
+		},
+		Rows: []Row{
+			{Name: "stdio", Argv: []string{"sh", "-c", `cat; echo "$GREETING $ROW $HOME"`}, Env: []string{"ROW=row"}, Stdin: "$TMP/in.txt", Stdout: "$TMP/out.txt"},
+			{Name: "pipe", Argv: []string{"sh", "-c", "head -c 3000000 /dev/zero"}, Pipe: true},
+			{Name: "status", Argv: []string{"sh", "-c", "exit 3"}, Status: 3, Before: func(*Sandbox) error { before++; return nil }},
+			{Name: "missing", Setup: func(*Sandbox, *Row) error { return errors.New("not here") }, Argv: []string{"true"}},
+		},
+	}
+	rep, err := rn.Run(context.Background(), table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		switch {
+		case r.Name == "missing":
+			if r.Skipped != "not here" {
+				t.Errorf("missing: skipped %q", r.Skipped)
+			}
+		case r.Skipped != "" || r.Summary.N != 3:
+			t.Errorf("%s: skipped %q, %d samples, want 3", r.Name, r.Skipped, r.Summary.N)
+		}
+	}
+	if before != 3+2 {
+		t.Errorf("Before ran %d times, want 5 (3 samples, 1 warm-up in each of 2 rounds)", before)
+	}
+	out, _ := os.ReadFile(filepath.Join(dir, "out.txt"))
+	if want := "from stdin\nhello row " + filepath.Join(dir, "home") + "\n"; string(out) != want {
+		t.Errorf("stdout file %q, want %q", out, want)
+	}
+
+	for _, tc := range []struct {
+		row  Row
+		want string
+	}{
+		{Row{Name: "fails", Argv: []string{"sh", "-c", "echo oops >&2; exit 1"}}, "exited 1, want 0; stderr:\noops"},
+		{Row{Name: "hangs", Argv: []string{"sleep", "10"}}, "still running after 200ms"},
+	} {
+		bad := &Table{Name: "bad", Knobs: Knobs{Runs: 1, Rounds: 1}, Timeout: 200 * time.Millisecond, Rows: []Row{tc.row}}
+		start := time.Now()
+		if _, err := rn.Run(context.Background(), bad); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.row.Name, err, tc.want)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: took %v", tc.row.Name, d)
 		}
 	}
 }
