@@ -123,8 +123,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: -size %d: want at least 1 (MB)\n", *sizeMB)
 		return 2
 	}
-	if knobs.Stat != "" && !slices.Contains(Stats, knobs.Stat) {
-		fmt.Fprintf(stderr, "bench: -stat %q: want one of %s\n", knobs.Stat, strings.Join(Stats, ", "))
+	if err := checkOverrides(knobs); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
 	if *out != "" && cmd != "all" {
@@ -183,6 +183,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// checkOverrides rejects knobs no table could run with; -1 keeps a
+// table's default.
+func checkOverrides(k Knobs) error {
+	switch {
+	case k.Runs == 0 || k.Runs < -1:
+		return fmt.Errorf("-runs %d: want at least 1", k.Runs)
+	case k.Rounds == 0 || k.Rounds < -1:
+		return fmt.Errorf("-rounds %d: want at least 1", k.Rounds)
+	case k.Warmup < -1:
+		return fmt.Errorf("-warmup %d: want 0 or more", k.Warmup)
+	case k.Stat != "":
+		if _, err := (Summary{}).Stat(k.Stat); err != nil {
+			return fmt.Errorf("-stat: %w", err)
+		}
+	}
+	return nil
 }
 
 // moduleRoot is the folder of guard's go.mod, found by the go command as
