@@ -26,7 +26,7 @@ var fixtureSteps = [][]string{
 func rebuildTable() *Table {
 	var script []string
 	for _, step := range fixtureSteps {
-		script = append(script, strings.Join(step, " "))
+		script = append(script, shellJoin(step))
 	}
 	return &Table{
 		Name:    "rebuild",
