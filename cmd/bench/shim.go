@@ -1,0 +1,159 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Goals of the start-up table (issue "Benchmark"), as ratios to the zap
+// floor: what guard costs beyond the libraries it links.
+const (
+	execGoal       = 1.10
+	supervisedGoal = 1.25
+)
+
+// shimTable times what a call through guard costs before the real tool
+// starts, side by side with the cheapest ways to put a program in front of
+// another. Every real tool is one file (a copy of /bin/true, hard-linked
+// under each tool's name), so every row runs the same program and the
+// differences are the shims alone.
+func shimTable() *Table {
+	return &Table{
+		Name:    "shim",
+		Title:   "Shim start-up: guard against a direct exec and floor shims (goals: exec path <= 1.1x, supervised and cache hit <= 1.25x the zap floor)",
+		Anchors: []string{"direct", "zap-floor"},
+		Env:     []string{"SHIM_TARGET=$TOOLS/true"}, // the floors' target, resolved once so they time no PATH search
+		Knobs:   Knobs{Runs: 120, Rounds: 30, Warmup: 1, Stat: "median"},
+		Setup:   shimSetup,
+		Rows: []Row{
+			{Name: "direct", Argv: []string{"$TOOLS/true"}},
+			{Name: "bash-shim", Setup: bashShim, Argv: []string{"$TMP/bash-shim"}},
+			{Name: "minimal-go", Setup: build("./cmd/bench/floor/minimal"), Argv: []string{"$BUILT/minimal"}},
+			{Name: "zap-floor", Setup: build("./cmd/bench/floor/zap"), Argv: []string{"$BUILT/zap"}},
+			// A manifest tool with no policy: guard's pure exec path.
+			{Name: "guard-plain", Setup: probe("plain"), Argv: []string{"$SHIM_DIR/plain"}},
+			// The default npx policy (--yes inserted, prompts answered).
+			{Name: "guard-npx", Setup: probe("npx"), Argv: []string{"$SHIM_DIR/npx"}},
+			// A tool with a timeout: guard's supervised path.
+			{Name: "guard-slowtool", Setup: probe("slowtool"), Argv: []string{"$SHIM_DIR/slowtool"}},
+			// The llama shim answers a repeated call from the prompt cache
+			// without starting the tool.
+			{
+				Name:  "guard-cache-hit",
+				Setup: cacheHit,
+				Argv:  []string{"$SHIM_DIR/llama-completion", "-m", "$HOME/m.gguf", "-p", "hi", "-n", "4"},
+				Goal:  floorGoal("cache hit", supervisedGoal),
+			},
+		},
+	}
+}
+
+// floorGoal is a goal against the zap floor, named after guard's path.
+func floorGoal(path string, max float64) *Goal {
+	return &Goal{Anchor: "zap-floor", Max: max, What: fmt.Sprintf("%s <= %.2fx zap-floor", path, max)}
+}
+
+// shimTools are the manifest tools the guard rows call; each is a hard
+// link to $TOOLS/true.
+var shimTools = []string{"plain", "npx", "slowtool"}
+
+func shimSetup(s *Sandbox) error {
+	tools := s.Vars["TOOLS"]
+	if err := copyFile("/bin/true", filepath.Join(tools, "true"), 0o755); err != nil {
+		return err
+	}
+	for _, t := range shimTools {
+		if err := os.Link(filepath.Join(tools, "true"), filepath.Join(tools, t)); err != nil {
+			return err
+		}
+	}
+	def, err := os.ReadFile(filepath.Join(s.Vars["REPO"], "manifest", "default.toml"))
+	if err != nil {
+		return err
+	}
+	return s.WriteFile("$GUARD_MANIFEST", string(def)+"\n[tools.slowtool]\ntimeout = \"60s\"\n\n[tools.plain]\n", 0o644)
+}
+
+func bashShim(s *Sandbox, _ *Row) error {
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		return err
+	}
+	return s.WriteFile("$TMP/bash-shim", "#!/bin/bash\nexec "+shellQuote(s.Expand("$TOOLS/true"))+" \"$@\"\n", 0o755)
+}
+
+// probe is the Setup of a guard shim row: it finds which path guard takes for
+// tool, and sets the goal of that path. For one call the real tool is a
+// script that writes its parent's pid: when guard execs the tool, the
+// parent is this harness; when it supervises, it is guard.
+func probe(tool string) func(*Sandbox, *Row) error {
+	return func(s *Sandbox, r *Row) (err error) {
+		if err := s.Guard(); err != nil {
+			return err
+		}
+		real := filepath.Join(s.Vars["TOOLS"], tool)
+		out := filepath.Join(s.Dir, tool+".ppid")
+		if err := os.Remove(real); err != nil {
+			return err
+		}
+		defer func() {
+			// Back to the one shared file, whatever happened.
+			os.Remove(real)
+			if lerr := os.Link(filepath.Join(s.Vars["TOOLS"], "true"), real); lerr != nil && err == nil {
+				err = lerr
+			}
+		}()
+		if err := s.WriteFile(real, "#!/bin/sh\necho \"$PPID\" >"+shellQuote(out)+"\n", 0o755); err != nil {
+			return err
+		}
+		cmd, err := s.Command("$SHIM_DIR/" + tool)
+		if err != nil {
+			return err
+		}
+		if o, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("guard's %s path fails: %w\n%s", tool, err, indent(string(o)))
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			return fmt.Errorf("guard did not run the %s probe: %w", tool, err)
+		}
+		switch ppid, _ := strconv.Atoi(strings.TrimSpace(string(data))); ppid {
+		case os.Getpid():
+			r.Goal = floorGoal("exec", execGoal)
+		case cmd.Process.Pid:
+			r.Goal = floorGoal("supervised", supervisedGoal)
+		default:
+			return fmt.Errorf("the %s probe's parent was %q, neither the harness nor guard", tool, data)
+		}
+		return nil
+	}
+}
+
+// cacheHit sets up a llama call whose answer is in the prompt cache: the
+// first call below runs the tool and stores it.
+func cacheHit(s *Sandbox, r *Row) error {
+	if err := s.Guard(); err != nil {
+		return err
+	}
+	if err := s.WriteFile("$HOME/llama.cpp/build/bin/llama-completion", "#!/bin/sh\necho \"a cached answer\"\n", 0o755); err != nil {
+		return err
+	}
+	if err := s.WriteFile("$HOME/m.gguf", "GGUF\x03\x00\x00\x00", 0o644); err != nil {
+		return err
+	}
+	out, err := s.Run(r.Argv...)
+	if err != nil {
+		return fmt.Errorf("guard's llama path fails: %w", err)
+	}
+	if !strings.Contains(out, "a cached answer") {
+		return fmt.Errorf("guard's llama path did not answer:\n%s", indent(out))
+	}
+	return nil
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
