@@ -21,7 +21,7 @@ printf 'ratios inside one run are the figures to trust, not absolute millisecond
 section "Shim start-up: guard against a direct exec and floor shims (goals: exec path <= 1.1x, supervised and cache hit <= 1.25x the zap floor)" \
 	"BENCH_STAT=median bench/shim-overhead.sh"
 section "Model fast path: 2 GB sparse file against 1 KB (goal: within 1.1x), and sha256 throughput" \
-	"go test -run '^\$' -bench 'Quick|Sum' -benchtime 2000x ./manifest/verify/"
+	"go test -run '^\$' -bench 'Quick|Sum' -benchtime 2000x ./guard/models/verify/"
 section "Download: guard's resumable, verified fetch against curl over loopback (goal: >= 0.8x curl)" \
 	"bench/download-vs-curl.sh 256 3"
 section "Rebuild of the CMake fixture through guard against bare cmake (goal: within 1.2x)" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# download-vs-curl.sh: guard's model download (manifest/fetch: hash while
+# download-vs-curl.sh: guard's model download (guard/models/fetch: hash while
 # writing, fsync, rename) against `curl -o`, from the same loopback file
 # server into the same folder, in one run. Prints both MB/s and the ratio;
 # the goal is guard >= 0.8x curl. Installs nothing: needs go and curl.
@@ -55,7 +55,7 @@ func main() {
 }
 GO
 (cd "$work" && go build -o serve serve.go)
-(cd "$root" && go test -c -o "$work/fetch.test" ./manifest/fetch)
+(cd "$root" && go test -c -o "$work/fetch.test" ./guard/models/fetch)
 "$work/serve" "$work" >"$work/addr" &
 server_pid=$!
 for _ in $(seq 50); do [ -s "$work/addr" ] && break; sleep 0.1; done

@@ -23,9 +23,9 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/lock"
+	"github.com/sandbox-guard/guard/guard/models/fetch"
+	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/manifest"
-	"github.com/sandbox-guard/guard/manifest/fetch"
-	"github.com/sandbox-guard/guard/manifest/verify"
 )
 
 // Defaults for the zero fields of a Healer.

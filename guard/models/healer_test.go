@@ -20,8 +20,8 @@ import (
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/models"
+	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/manifest"
-	"github.com/sandbox-guard/guard/manifest/verify"
 )
 
 func model(n int) []byte {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-guard/guard/manifest/fetch"
+	"github.com/sandbox-guard/guard/guard/models/fetch"
 )
 
 // BenchmarkFetchLoopback downloads a 64 MB file from a loopback server:

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandbox-guard/guard/manifest/verify"
+	"github.com/sandbox-guard/guard/guard/models/verify"
 )
 
 var errStalled = errors.New("stalled")

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-guard/guard/manifest/verify"
+	"github.com/sandbox-guard/guard/guard/models/verify"
 )
 
 func gguf(n int) []byte {

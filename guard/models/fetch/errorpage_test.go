@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-guard/guard/manifest/fetch"
+	"github.com/sandbox-guard/guard/guard/models/fetch"
 )
 
 // TestErrorPageOfAnotherSize: an error page is (nearly) never the model's

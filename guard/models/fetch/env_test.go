@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/sandbox-guard/guard/manifest/fetch"
+	"github.com/sandbox-guard/guard/guard/models/fetch"
 )
 
 // TestProxyFromEnvironment checks that the default client goes through

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-guard/guard/manifest/fetch"
+	"github.com/sandbox-guard/guard/guard/models/fetch"
 )
 
 func TestPlainDownload(t *testing.T) {

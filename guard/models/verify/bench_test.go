@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sandbox-guard/guard/manifest/verify"
+	"github.com/sandbox-guard/guard/guard/models/verify"
 )
 
 // BenchmarkQuick compares the per-call check on a 1 KB file and on a 2 GB

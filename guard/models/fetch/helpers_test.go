@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-guard/guard/manifest/fetch"
+	"github.com/sandbox-guard/guard/guard/models/fetch"
 )
 
 // model returns n bytes that start like a GGUF file.
