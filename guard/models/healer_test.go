@@ -398,3 +398,29 @@ func TestCheckUnknown(t *testing.T) {
 		t.Fatalf("empty: %v", err)
 	}
 }
+
+func TestPinHashesAndStamps(t *testing.T) {
+	h, ev, _ := healer(t)
+	data := model(70_000)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	os.WriteFile(path, data, 0o644)
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: strings.Repeat("0", 64)}
+	got, err := h.Pin(m, path)
+	if err != nil || got != sum(data) {
+		t.Fatalf("Pin = %q, %v; want %s", got, err, sum(data))
+	}
+	// The stamp Pin wrote makes the new pin hold without a rehash.
+	m.SHA256 = got
+	if st := h.Check(m, path); st != verify.OK {
+		t.Fatalf("Check after Pin = %s, want ok", st)
+	}
+	if len(ev.got) != 0 {
+		t.Fatalf("events %+v, want none: pinning is not a heal", ev.got)
+	}
+	if _, err := h.Pin(&manifest.Model{File: "m.gguf", Size: int64(len(data)) + 1}, path); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("Pin of a file of the wrong size = %v, want a truncated error", err)
+	}
+	if _, err := h.Pin(m, filepath.Join(t.TempDir(), "absent.gguf")); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("Pin of a missing file = %v, want a missing error", err)
+	}
+}
