@@ -88,7 +88,7 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 	if !force {
 		if f, ok := h.failure(path, m); ok {
 			return fmt.Errorf("model %s could not be healed %s ago: %s; guard tries again after %s (run `guard heal %s` to retry now)",
-				name, time.Now().Sub(f.At).Round(time.Second), f.Reason, f.Until.Format("15:04:05"), m.File)
+				name, time.Since(f.At).Round(time.Second), f.Reason, f.Until.Format("15:04:05"), m.File)
 		}
 	}
 	if st == verify.Stale {
