@@ -31,6 +31,6 @@ section "Binary health check on a healthy call (stamped) and without its stamp" 
 section "Manifest: TOML decode against the decoded-manifest cache a shim call uses" \
 	"go test -run '^\$' -bench 'ParseDefault|LoadCached' -benchtime 2000x ./manifest/"
 section "Prompt cache: a hit, a miss, the key" \
-	"go test -run '^\$' -bench . -benchtime 2000x ./guard/cache/"
+	"go test -run '^\$' -bench . -benchtime 2000x ./guard/promptcache/"
 section "Supervised run of /bin/true against plain os/exec" \
 	"go test -run '^\$' -bench . -benchtime 300x ./guard/runner/"

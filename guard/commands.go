@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/sandbox-guard/guard/guard/cache"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/promptcache"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -93,8 +93,8 @@ func ManifestCheck(out io.Writer, file string) error {
 	return nil
 }
 
-func (c *Config) cacheStore() *cache.Store {
-	return &cache.Store{Dir: c.Dir("prompts"), MaxBytes: c.M.Cache.MaxBytes, TTL: c.M.Cache.TTL.D()}
+func (c *Config) cacheStore() *promptcache.Store {
+	return &promptcache.Store{Dir: c.Dir("prompts"), MaxBytes: c.M.Cache.MaxBytes, TTL: c.M.Cache.TTL.D()}
 }
 
 // CacheStats is `guard cache stats`.

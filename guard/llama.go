@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/sandbox-guard/guard/guard/cache"
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/promptcache"
 	"github.com/sandbox-guard/guard/guard/runner"
 	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/shims"
@@ -299,7 +299,7 @@ func timeoutOverride() time.Duration {
 // that answered before, after the attempts that failed before are tried
 // again, and the answer names the model it really came from.
 type promptCache struct {
-	store    *cache.Store
+	store    *promptcache.Store
 	fileText string // text of the call's -f file, part of every key
 }
 
@@ -311,10 +311,10 @@ func (c *Config) promptCache(tool *manifest.Tool, fileText string) *promptCache 
 }
 
 // cachedAnswer looks attempt a up and logs a hit.
-func (c *Config) cachedAnswer(pc *promptCache, name string, a shims.Attempt, n int) (cache.Entry, bool) {
+func (c *Config) cachedAnswer(pc *promptCache, name string, a shims.Attempt, n int) (promptcache.Entry, bool) {
 	key := c.cacheKey(pc, a)
 	if key == "" {
-		return cache.Entry{}, false
+		return promptcache.Entry{}, false
 	}
 	e, ok, _ := pc.store.Get(key)
 	if ok {
@@ -333,7 +333,7 @@ func (c *Config) storeAnswer(pc *promptCache, name string, a shims.Attempt, res 
 		return
 	}
 	ev := heallog.Event{Event: "cache.store", Tool: name, Target: a.Model, Bytes: int64(len(res.Stdout)), Result: "ok"}
-	if err := pc.store.Put(key, cache.Entry{Stdout: res.Stdout, Seconds: res.Elapsed.Seconds()}); err != nil {
+	if err := pc.store.Put(key, promptcache.Entry{Stdout: res.Stdout, Seconds: res.Elapsed.Seconds()}); err != nil {
 		ev.Level, ev.Result, ev.Reason = "warn", "skipped", err.Error()
 	}
 	c.Event(ev)
@@ -349,7 +349,7 @@ func (c *Config) cacheKey(pc *promptCache, a shims.Attempt) string {
 	if m := c.M.ModelByFile(filepath.Base(a.Model)); m != nil {
 		pinned = m.SHA256
 	}
-	id, err := cache.ModelID(a.Model, pinned)
+	id, err := promptcache.ModelID(a.Model, pinned)
 	if err != nil {
 		return ""
 	}
@@ -360,11 +360,11 @@ func (c *Config) cacheKey(pc *promptCache, a shims.Attempt) string {
 		}
 		args[i] = arg
 	}
-	in := cache.KeyInput{Tool: a.Tool, ModelID: id, Args: args}
+	in := promptcache.KeyInput{Tool: a.Tool, ModelID: id, Args: args}
 	if pc.fileText != "" {
 		in.FileText = []byte(pc.fileText)
 	}
-	return cache.Key(in)
+	return promptcache.Key(in)
 }
 
 func absPath(p string) string {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-guard/guard/guard/cache"
+	"github.com/sandbox-guard/guard/guard/promptcache"
 )
 
 // The kill campaign: guard is SIGKILLed, with its whole session (what a
@@ -213,7 +213,7 @@ echo "part 3 of $p"
 		}
 		span = r.Elapsed * 11 / 10
 	}
-	store := &cache.Store{Dir: filepath.Join(e.StateDir, "prompts")}
+	store := &promptcache.Store{Dir: filepath.Join(e.StateDir, "prompts")}
 	hexKey := regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 	var killed, stored, hits int

@@ -1,4 +1,4 @@
-package cache_test
+package promptcache_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/sandbox-guard/guard/guard/cache"
+	"github.com/sandbox-guard/guard/guard/promptcache"
 )
 
 // helperEnv makes the test binary act as one more process using the cache.
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 // helper hits one key and misses another, a fixed number of times each.
 func helper(dir string) int {
 	n, _ := strconv.Atoi(os.Getenv("GUARD_CACHE_TEST_ROUNDS"))
-	s := &cache.Store{Dir: dir}
+	s := &promptcache.Store{Dir: dir}
 	for i := 0; i < n; i++ {
 		if _, ok, err := s.Get(keyOf("shared")); err != nil || !ok {
 			fmt.Fprintf(os.Stderr, "hit %d: ok=%v err=%v\n", i, ok, err)
@@ -40,7 +40,7 @@ func helper(dir string) int {
 func TestCountersExactAcrossProcesses(t *testing.T) {
 	s, _ := newStore(t)
 	s.Now = nil
-	if err := s.Put(keyOf("shared"), cache.Entry{Stdout: []byte("shared answer"), Seconds: 0.5}); err != nil {
+	if err := s.Put(keyOf("shared"), promptcache.Entry{Stdout: []byte("shared answer"), Seconds: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	const procs, rounds = 4, 50

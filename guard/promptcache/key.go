@@ -1,4 +1,4 @@
-package cache
+package promptcache
 
 import (
 	"crypto/sha256"

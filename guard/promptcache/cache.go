@@ -1,6 +1,6 @@
-// Package cache is the prompt cache of the llama shims: a repeated prompt is
-// answered by replaying the stdout of an earlier identical run, byte for byte,
-// without starting the tool.
+// Package promptcache is the prompt cache of the llama shims: a repeated
+// prompt is answered by replaying the stdout of an earlier identical run,
+// byte for byte, without starting the tool.
 //
 // It is storage only. The caller computes the Key, decides when to look up and
 // when to store, logs the events and writes replayed bytes to its stdout.
@@ -14,7 +14,7 @@
 // removed. Least-recently-used order is the entry file's mtime, which a hit
 // refreshes; that keeps the hit path to one small file read, one utimensat and
 // the counter update.
-package cache
+package promptcache
 
 import (
 	"errors"

@@ -1,17 +1,17 @@
-package cache_test
+package promptcache_test
 
 import (
 	"bytes"
 	"path/filepath"
 	"testing"
 
-	"github.com/sandbox-guard/guard/guard/cache"
+	"github.com/sandbox-guard/guard/guard/promptcache"
 )
 
 func BenchmarkGetHit(b *testing.B) {
-	s := &cache.Store{Dir: filepath.Join(b.TempDir(), "prompts")}
+	s := &promptcache.Store{Dir: filepath.Join(b.TempDir(), "prompts")}
 	k := keyOf("bench")
-	if err := s.Put(k, cache.Entry{Stdout: bytes.Repeat([]byte("x"), 1024), Seconds: 1}); err != nil {
+	if err := s.Put(k, promptcache.Entry{Stdout: bytes.Repeat([]byte("x"), 1024), Seconds: 1}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -23,7 +23,7 @@ func BenchmarkGetHit(b *testing.B) {
 }
 
 func BenchmarkGetMiss(b *testing.B) {
-	s := &cache.Store{Dir: filepath.Join(b.TempDir(), "prompts")}
+	s := &promptcache.Store{Dir: filepath.Join(b.TempDir(), "prompts")}
 	k := keyOf("absent")
 	b.ReportAllocs()
 	for b.Loop() {
@@ -34,13 +34,13 @@ func BenchmarkGetMiss(b *testing.B) {
 }
 
 func BenchmarkKey(b *testing.B) {
-	in := cache.KeyInput{
+	in := promptcache.KeyInput{
 		Tool:    "llama-completion",
 		ModelID: "484220320:1700000000000000000:1234567",
 		Args:    []string{"-m", "484220320:1700000000000000000:1234567", "-p", "Write a haiku about sandboxes that forget their files", "-n", "64", "-no-cnv", "-t", "1"},
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = cache.Key(in)
+		_ = promptcache.Key(in)
 	}
 }

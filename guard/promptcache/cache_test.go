@@ -1,4 +1,4 @@
-package cache_test
+package promptcache_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-guard/guard/guard/cache"
+	"github.com/sandbox-guard/guard/guard/promptcache"
 )
 
 // clock is a fake Store.Now that tests move by hand.
@@ -32,24 +32,24 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newStore(t *testing.T) (*cache.Store, *clock) {
+func newStore(t *testing.T) (*promptcache.Store, *clock) {
 	t.Helper()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
-	return &cache.Store{Dir: filepath.Join(t.TempDir(), "prompts"), Now: c.now}, c
+	return &promptcache.Store{Dir: filepath.Join(t.TempDir(), "prompts"), Now: c.now}, c
 }
 
 func keyOf(s string) string {
-	return cache.Key(cache.KeyInput{Tool: "llama-completion", ModelID: "m", Args: []string{"-p", s}})
+	return promptcache.Key(promptcache.KeyInput{Tool: "llama-completion", ModelID: "m", Args: []string{"-p", s}})
 }
 
-func mustPut(t *testing.T, s *cache.Store, key string, out []byte) {
+func mustPut(t *testing.T, s *promptcache.Store, key string, out []byte) {
 	t.Helper()
-	if err := s.Put(key, cache.Entry{Stdout: out, Seconds: 1}); err != nil {
+	if err := s.Put(key, promptcache.Entry{Stdout: out, Seconds: 1}); err != nil {
 		t.Fatalf("Put: %v", err)
 	}
 }
 
-func mustGet(t *testing.T, s *cache.Store, key string) (cache.Entry, bool) {
+func mustGet(t *testing.T, s *promptcache.Store, key string) (promptcache.Entry, bool) {
 	t.Helper()
 	e, ok, err := s.Get(key)
 	if err != nil {
@@ -67,7 +67,7 @@ func TestRoundTripKeepsEveryByte(t *testing.T) {
 	s, clk := newStore(t)
 	out := []byte("hi \xff\xfe\x00 \xc3\x28 end\n")
 	k := keyOf("bytes")
-	if err := s.Put(k, cache.Entry{Stdout: out, Seconds: 2.5}); err != nil {
+	if err := s.Put(k, promptcache.Entry{Stdout: out, Seconds: 2.5}); err != nil {
 		t.Fatal(err)
 	}
 	e, ok := mustGet(t, s, k)
@@ -86,7 +86,7 @@ func TestEmptyStdoutIsNotStored(t *testing.T) {
 	s, _ := newStore(t)
 	k := keyOf("empty")
 	for _, out := range [][]byte{nil, {}} {
-		if err := s.Put(k, cache.Entry{Stdout: out, Seconds: 3}); err != nil {
+		if err := s.Put(k, promptcache.Entry{Stdout: out, Seconds: 3}); err != nil {
 			t.Fatalf("Put(%q) = %v, want nil", out, err)
 		}
 	}
@@ -245,8 +245,8 @@ func TestLRUEvictionUnderCap(t *testing.T) {
 func TestPutLargerThanCap(t *testing.T) {
 	s, _ := newStore(t)
 	s.MaxBytes = 100
-	err := s.Put(keyOf("big"), cache.Entry{Stdout: make([]byte, 100)})
-	if !errors.Is(err, cache.ErrTooLarge) {
+	err := s.Put(keyOf("big"), promptcache.Entry{Stdout: make([]byte, 100)})
+	if !errors.Is(err, promptcache.ErrTooLarge) {
 		t.Fatalf("Put = %v, want ErrTooLarge", err)
 	}
 	if _, ok := mustGet(t, s, keyOf("big")); ok {
@@ -268,7 +268,7 @@ func TestConcurrentPutGetSameKey(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; i < rounds; i++ {
-				if err := s.Put(k, cache.Entry{Stdout: payload(w), Seconds: 1}); err != nil {
+				if err := s.Put(k, promptcache.Entry{Stdout: payload(w), Seconds: 1}); err != nil {
 					errs <- err
 				}
 				e, ok, err := s.Get(k)
@@ -354,14 +354,14 @@ func TestExistingLooseDirIsTightened(t *testing.T) {
 
 func TestStatsCountsHitsMissesAndSavedSeconds(t *testing.T) {
 	s, _ := newStore(t)
-	if st, err := s.Stats(); err != nil || st != (cache.Stats{}) {
+	if st, err := s.Stats(); err != nil || st != (promptcache.Stats{}) {
 		t.Fatalf("Stats of a missing cache = %+v, %v; want zero, nil", st, err)
 	}
 	if exists(s.Dir) {
 		t.Fatal("Stats created the cache dir")
 	}
 	out := []byte("twelve bytes")
-	if err := s.Put(keyOf("a"), cache.Entry{Stdout: out, Seconds: 2.5}); err != nil {
+	if err := s.Put(keyOf("a"), promptcache.Entry{Stdout: out, Seconds: 2.5}); err != nil {
 		t.Fatal(err)
 	}
 	mustGet(t, s, keyOf("a"))
@@ -371,7 +371,7 @@ func TestStatsCountsHitsMissesAndSavedSeconds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := cache.Stats{Entries: 1, Bytes: 68 + int64(len(out)), Hits: 2, Misses: 1, SavedSeconds: 5}
+	want := promptcache.Stats{Entries: 1, Bytes: 68 + int64(len(out)), Hits: 2, Misses: 1, SavedSeconds: 5}
 	if st != want {
 		t.Fatalf("Stats = %+v, want %+v", st, want)
 	}
@@ -393,7 +393,7 @@ func TestClear(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st != (cache.Stats{}) {
+	if st != (promptcache.Stats{}) {
 		t.Fatalf("Stats after Clear = %+v, want zero", st)
 	}
 	if _, ok := mustGet(t, s, keyOf("a")); ok {
@@ -404,18 +404,18 @@ func TestClear(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	s, _ := newStore(t)
 	for _, k := range []string{"", "../../etc/passwd", "stats", strings.ToUpper(keyOf("x"))} {
-		if _, _, err := s.Get(k); !errors.Is(err, cache.ErrInvalidKey) {
+		if _, _, err := s.Get(k); !errors.Is(err, promptcache.ErrInvalidKey) {
 			t.Errorf("Get(%q) = %v, want ErrInvalidKey", k, err)
 		}
-		if err := s.Put(k, cache.Entry{Stdout: []byte("x")}); !errors.Is(err, cache.ErrInvalidKey) {
+		if err := s.Put(k, promptcache.Entry{Stdout: []byte("x")}); !errors.Is(err, promptcache.ErrInvalidKey) {
 			t.Errorf("Put(%q) = %v, want ErrInvalidKey", k, err)
 		}
 	}
-	var none cache.Store
+	var none promptcache.Store
 	if _, _, err := none.Get(keyOf("x")); err == nil {
 		t.Error("Get without Dir: want an error")
 	}
-	if err := none.Put(keyOf("x"), cache.Entry{Stdout: []byte("x")}); err == nil {
+	if err := none.Put(keyOf("x"), promptcache.Entry{Stdout: []byte("x")}); err == nil {
 		t.Error("Put without Dir: want an error")
 	}
 }
@@ -425,11 +425,11 @@ func TestUnusableDirIsAnError(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &cache.Store{Dir: file}
+	s := &promptcache.Store{Dir: file}
 	if _, ok, err := s.Get(keyOf("x")); err == nil || ok {
 		t.Fatalf("Get in a file = %v, %v; want a miss with an error", ok, err)
 	}
-	if err := s.Put(keyOf("x"), cache.Entry{Stdout: []byte("x")}); err == nil {
+	if err := s.Put(keyOf("x"), promptcache.Entry{Stdout: []byte("x")}); err == nil {
 		t.Fatal("Put in a file: want an error")
 	}
 }

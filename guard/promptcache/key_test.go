@@ -1,4 +1,4 @@
-package cache_test
+package promptcache_test
 
 import (
 	"os"
@@ -7,26 +7,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-guard/guard/guard/cache"
+	"github.com/sandbox-guard/guard/guard/promptcache"
 )
 
 var hexKey = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 func TestKeyStable(t *testing.T) {
-	in := cache.KeyInput{
+	in := promptcache.KeyInput{
 		Tool:     "llama-completion",
 		ModelID:  "484220320:1700000000000000000:42",
 		Args:     []string{"-m", "MODEL", "-p", "hello", "-n", "32", "-no-cnv"},
 		FileText: []byte("prompt\x00\xff"),
 	}
-	k := cache.Key(in)
+	k := promptcache.Key(in)
 	if !hexKey.MatchString(k) {
 		t.Fatalf("Key = %q, want 64 lower-case hex digits", k)
 	}
 	again := in
 	again.Args = append([]string(nil), in.Args...)
 	again.FileText = append([]byte(nil), in.FileText...)
-	if cache.Key(again) != k {
+	if promptcache.Key(again) != k {
 		t.Fatal("equal inputs gave different keys")
 	}
 	// Pinned so that a change to the encoding is a deliberate FormatVersion
@@ -38,8 +38,8 @@ func TestKeyStable(t *testing.T) {
 }
 
 func TestKeySeparates(t *testing.T) {
-	base := cache.KeyInput{Tool: "llama-completion", ModelID: "sha", Args: []string{"-p", "hi"}}
-	with := func(f func(*cache.KeyInput)) cache.KeyInput {
+	base := promptcache.KeyInput{Tool: "llama-completion", ModelID: "sha", Args: []string{"-p", "hi"}}
+	with := func(f func(*promptcache.KeyInput)) promptcache.KeyInput {
 		in := base
 		in.Args = append([]string(nil), base.Args...)
 		f(&in)
@@ -47,22 +47,22 @@ func TestKeySeparates(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		a, b cache.KeyInput
+		a, b promptcache.KeyInput
 	}{
-		{"arg boundary", with(func(in *cache.KeyInput) { in.Args = []string{"a b"} }), with(func(in *cache.KeyInput) { in.Args = []string{"a", "b"} })},
-		{"arg split", with(func(in *cache.KeyInput) { in.Args = []string{"ab", ""} }), with(func(in *cache.KeyInput) { in.Args = []string{"a", "b"} })},
-		{"no args vs one empty", with(func(in *cache.KeyInput) { in.Args = nil }), with(func(in *cache.KeyInput) { in.Args = []string{""} })},
-		{"arg order", with(func(in *cache.KeyInput) { in.Args = []string{"-n", "1", "-p", "x"} }), with(func(in *cache.KeyInput) { in.Args = []string{"-p", "x", "-n", "1"} })},
-		{"tool", base, with(func(in *cache.KeyInput) { in.Tool = "llama-simple" })},
-		{"model id", base, with(func(in *cache.KeyInput) { in.ModelID = "other" })},
-		{"tool/model boundary", with(func(in *cache.KeyInput) { in.Tool, in.ModelID = "ab", "c" }), with(func(in *cache.KeyInput) { in.Tool, in.ModelID = "a", "bc" })},
-		{"model/args boundary", with(func(in *cache.KeyInput) { in.ModelID, in.Args = "m-p", []string{"hi"} }), with(func(in *cache.KeyInput) { in.ModelID = "m" })},
-		{"file text", with(func(in *cache.KeyInput) { in.FileText = []byte("one") }), with(func(in *cache.KeyInput) { in.FileText = []byte("two") })},
-		{"no file vs empty file", base, with(func(in *cache.KeyInput) { in.FileText = []byte{} })},
-		{"file text vs arg", with(func(in *cache.KeyInput) { in.FileText = []byte("x") }), with(func(in *cache.KeyInput) { in.Args = append(in.Args, "x") })},
+		{"arg boundary", with(func(in *promptcache.KeyInput) { in.Args = []string{"a b"} }), with(func(in *promptcache.KeyInput) { in.Args = []string{"a", "b"} })},
+		{"arg split", with(func(in *promptcache.KeyInput) { in.Args = []string{"ab", ""} }), with(func(in *promptcache.KeyInput) { in.Args = []string{"a", "b"} })},
+		{"no args vs one empty", with(func(in *promptcache.KeyInput) { in.Args = nil }), with(func(in *promptcache.KeyInput) { in.Args = []string{""} })},
+		{"arg order", with(func(in *promptcache.KeyInput) { in.Args = []string{"-n", "1", "-p", "x"} }), with(func(in *promptcache.KeyInput) { in.Args = []string{"-p", "x", "-n", "1"} })},
+		{"tool", base, with(func(in *promptcache.KeyInput) { in.Tool = "llama-simple" })},
+		{"model id", base, with(func(in *promptcache.KeyInput) { in.ModelID = "other" })},
+		{"tool/model boundary", with(func(in *promptcache.KeyInput) { in.Tool, in.ModelID = "ab", "c" }), with(func(in *promptcache.KeyInput) { in.Tool, in.ModelID = "a", "bc" })},
+		{"model/args boundary", with(func(in *promptcache.KeyInput) { in.ModelID, in.Args = "m-p", []string{"hi"} }), with(func(in *promptcache.KeyInput) { in.ModelID = "m" })},
+		{"file text", with(func(in *promptcache.KeyInput) { in.FileText = []byte("one") }), with(func(in *promptcache.KeyInput) { in.FileText = []byte("two") })},
+		{"no file vs empty file", base, with(func(in *promptcache.KeyInput) { in.FileText = []byte{} })},
+		{"file text vs arg", with(func(in *promptcache.KeyInput) { in.FileText = []byte("x") }), with(func(in *promptcache.KeyInput) { in.Args = append(in.Args, "x") })},
 	}
 	for _, tt := range tests {
-		if cache.Key(tt.a) == cache.Key(tt.b) {
+		if promptcache.Key(tt.a) == promptcache.Key(tt.b) {
 			t.Errorf("%s: %+v and %+v share a key", tt.name, tt.a, tt.b)
 		}
 	}
@@ -70,7 +70,7 @@ func TestKeySeparates(t *testing.T) {
 
 func TestModelIDPinned(t *testing.T) {
 	// A pinned sum is the identity itself: no stat, so a missing path is fine.
-	id, err := cache.ModelID(filepath.Join(t.TempDir(), "absent.gguf"), " ABCDEF ")
+	id, err := promptcache.ModelID(filepath.Join(t.TempDir(), "absent.gguf"), " ABCDEF ")
 	if err != nil || id != "abcdef" {
 		t.Fatalf("ModelID = %q, %v; want abcdef, nil", id, err)
 	}
@@ -81,21 +81,21 @@ func TestModelIDFromStat(t *testing.T) {
 	if err := os.WriteFile(path, []byte("GGUF\x03\x00\x00\x00"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	first, err := cache.ModelID(path, "")
+	first, err := promptcache.ModelID(path, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !regexp.MustCompile(`^8:[0-9]+:[1-9][0-9]*$`).MatchString(first) {
 		t.Fatalf("ModelID = %q, want size:mtime_ns:inode", first)
 	}
-	if again, _ := cache.ModelID(path, ""); again != first {
+	if again, _ := promptcache.ModelID(path, ""); again != first {
 		t.Fatalf("ModelID changed without a change to the file: %q then %q", first, again)
 	}
 	later := time.Unix(1_800_000_000, 123)
 	if err := os.Chtimes(path, later, later); err != nil {
 		t.Fatal(err)
 	}
-	touched, _ := cache.ModelID(path, "")
+	touched, _ := promptcache.ModelID(path, "")
 	if touched == first {
 		t.Fatal("a new mtime must give a new model id")
 	}
@@ -110,10 +110,10 @@ func TestModelIDFromStat(t *testing.T) {
 	if err := os.Rename(repl, path); err != nil {
 		t.Fatal(err)
 	}
-	if replaced, _ := cache.ModelID(path, ""); replaced == touched {
+	if replaced, _ := promptcache.ModelID(path, ""); replaced == touched {
 		t.Fatal("a replaced file must give a new model id")
 	}
-	if _, err := cache.ModelID(filepath.Join(t.TempDir(), "absent"), ""); err == nil {
+	if _, err := promptcache.ModelID(filepath.Join(t.TempDir(), "absent"), ""); err == nil {
 		t.Fatal("ModelID of a missing file without a pin: want an error")
 	}
 }
