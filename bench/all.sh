@@ -29,7 +29,7 @@ section "Rebuild of the CMake fixture through guard against bare cmake (goal: wi
 section "Binary health check on a healthy call (stamped) and without its stamp" \
 	"go test -run '^\$' -bench CheckBinary -benchtime 2000x ./guard/builds/"
 section "Manifest: TOML decode against the decoded-manifest cache a shim call uses" \
-	"go test -run '^\$' -bench 'ParseDefault|LoadCached' -benchtime 2000x ./manifest/"
+	"go test -run '^\$' -bench 'ParseDefault|LoadDecoded' -benchtime 2000x ./manifest/"
 section "Prompt cache: a hit, a miss, the key" \
 	"go test -run '^\$' -bench . -benchtime 2000x ./guard/promptcache/"
 section "Supervised run of /bin/true against plain os/exec" \

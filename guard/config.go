@@ -39,7 +39,7 @@ func LoadConfig(stderr io.Writer) (*Config, error) {
 	if home == "" {
 		return nil, ErrNoHome
 	}
-	m, err := manifest.LoadCached("", home, envOr("GUARD_STATE_DIR", filepath.Join(home, ".cache", "guard")))
+	m, err := manifest.LoadDecoded("", home, envOr("GUARD_STATE_DIR", filepath.Join(home, ".cache", "guard")))
 	if err != nil {
 		return nil, err
 	}

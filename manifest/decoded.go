@@ -11,36 +11,38 @@ import (
 	"syscall"
 )
 
-// CacheFile is the name of the decoded-manifest cache in the cache folder.
-const CacheFile = "manifest.json"
+// DecodedFile is the name of the decoded manifest in the state folder.
+const DecodedFile = "manifest.json"
 
-// cached is the cache file: the decoded manifest and what it was decoded from.
-type cached struct {
+// decoded is the decoded-manifest file: the manifest and what it was
+// decoded from.
+type decoded struct {
 	Key      string    `json:"key"`
 	Manifest *Manifest `json:"manifest"`
 }
 
-// LoadCached is Load for the hot path. Decoding TOML costs a fresh guard
+// LoadDecoded is Load for the hot path. Decoding TOML costs a fresh guard
 // process one to two milliseconds, more than everything else a healthy shim
 // call does; a manifest that decoded and validated once is kept in
-// cacheDir as JSON, which decodes several times faster, keyed by the
+// stateDir as JSON, which decodes several times faster, keyed by the
 // source file's path, size, mtime and inode, the home folder and guard's
 // own executable (a new guard may read the manifest differently). Anything
-// off (no cache, a stale key, an unreadable file) falls back to Load, and
-// the cache is written again, best effort: it never decides the outcome.
-func LoadCached(path, home, cacheDir string) (*Manifest, error) {
+// off (no decoded file, a stale key, an unreadable file) falls back to Load,
+// and the decoded file is written again, best effort: it never decides the
+// outcome.
+func LoadDecoded(path, home, stateDir string) (*Manifest, error) {
 	asked := path
 	explicit := path != "" || os.Getenv("GUARD_MANIFEST") != ""
 	if path == "" {
 		path = UserPath(home)
 	}
-	key, ok := cacheKey(path, home, explicit)
-	if !ok || cacheDir == "" {
+	key, ok := decodedKey(path, home, explicit)
+	if !ok || stateDir == "" {
 		return Load(asked, home)
 	}
-	file := filepath.Join(cacheDir, CacheFile)
+	file := filepath.Join(stateDir, DecodedFile)
 	if data, err := os.ReadFile(file); err == nil {
-		var c cached
+		var c decoded
 		if json.Unmarshal(data, &c) == nil && c.Key == key && c.Manifest != nil {
 			return c.Manifest, nil
 		}
@@ -49,13 +51,13 @@ func LoadCached(path, home, cacheDir string) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	writeCache(file, key, m)
+	writeDecoded(file, key, m)
 	return m, nil
 }
 
-// cacheKey names what a decode depends on; ok is false when the source
-// cannot be identified (then nothing is cached).
-func cacheKey(path, home string, explicit bool) (string, bool) {
+// decodedKey names what a decode depends on; ok is false when the source
+// cannot be identified (then nothing is kept).
+func decodedKey(path, home string, explicit bool) (string, bool) {
 	self, ok := fileKey("/proc/self/exe")
 	if !ok {
 		return "", false
@@ -78,8 +80,8 @@ func fileKey(path string) (string, bool) {
 	return fmt.Sprintf("%d:%d:%d:%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec), true
 }
 
-func writeCache(file, key string, m *Manifest) {
-	data, err := json.Marshal(cached{Key: key, Manifest: m})
+func writeDecoded(file, key string, m *Manifest) {
+	data, err := json.Marshal(decoded{Key: key, Manifest: m})
 	if err != nil {
 		return
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/sandbox-guard/guard/manifest"
 )
 
-func TestLoadCached(t *testing.T) {
-	home, cacheDir := t.TempDir(), t.TempDir()
+func TestLoadDecoded(t *testing.T) {
+	home, stateDir := t.TempDir(), t.TempDir()
 	t.Setenv("GUARD_MANIFEST", "")
 
 	// No user manifest: the embedded default, then the same from the cache.
@@ -20,7 +20,7 @@ func TestLoadCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		got, err := manifest.LoadCached("", home, cacheDir)
+		got, err := manifest.LoadDecoded("", home, stateDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -28,7 +28,7 @@ func TestLoadCached(t *testing.T) {
 			t.Fatalf("round %d: cached manifest differs:\n got %+v\nwant %+v", i, got, want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(cacheDir, manifest.CacheFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(stateDir, manifest.DecodedFile)); err != nil {
 		t.Fatalf("no cache written: %v", err)
 	}
 
@@ -36,7 +36,7 @@ func TestLoadCached(t *testing.T) {
 	user := manifest.UserPath(home)
 	os.MkdirAll(filepath.Dir(user), 0o755)
 	os.WriteFile(user, []byte("[tools.one]\n"), 0o644)
-	got, err := manifest.LoadCached("", home, cacheDir)
+	got, err := manifest.LoadDecoded("", home, stateDir)
 	if err != nil || got.Tool("one") == nil || got.Tool("npx") != nil {
 		t.Fatalf("user manifest not read: %v %v", got, err)
 	}
@@ -44,38 +44,38 @@ func TestLoadCached(t *testing.T) {
 	// Edited in place (same size, new mtime): read again.
 	os.WriteFile(user, []byte("[tools.two]\n"), 0o644)
 	os.Chtimes(user, time.Now().Add(time.Second), time.Now().Add(time.Second))
-	got, err = manifest.LoadCached("", home, cacheDir)
+	got, err = manifest.LoadDecoded("", home, stateDir)
 	if err != nil || got.Tool("two") == nil {
 		t.Fatalf("edited manifest not read: %v %v", got, err)
 	}
 
 	// A broken manifest is an error even with a cache of the old one.
 	os.WriteFile(user, []byte("[tools.two\n"), 0o644)
-	if _, err := manifest.LoadCached("", home, cacheDir); err == nil {
+	if _, err := manifest.LoadDecoded("", home, stateDir); err == nil {
 		t.Fatal("broken manifest passed through the cache")
 	}
 
 	// A corrupt cache file is ignored.
 	os.WriteFile(user, []byte("[tools.three]\n"), 0o644)
-	os.WriteFile(filepath.Join(cacheDir, manifest.CacheFile), []byte("{garbage"), 0o600)
-	got, err = manifest.LoadCached("", home, cacheDir)
+	os.WriteFile(filepath.Join(stateDir, manifest.DecodedFile), []byte("{garbage"), 0o600)
+	got, err = manifest.LoadDecoded("", home, stateDir)
 	if err != nil || got.Tool("three") == nil {
 		t.Fatalf("corrupt cache: %v %v", got, err)
 	}
 
 	// GUARD_MANIFEST naming a missing file stays an error.
 	t.Setenv("GUARD_MANIFEST", filepath.Join(home, "nope.toml"))
-	if _, err := manifest.LoadCached("", home, cacheDir); err == nil {
+	if _, err := manifest.LoadDecoded("", home, stateDir); err == nil {
 		t.Fatal("missing GUARD_MANIFEST accepted")
 	}
 }
 
-func BenchmarkLoadCached(b *testing.B) {
-	home, cacheDir := b.TempDir(), b.TempDir()
+func BenchmarkLoadDecoded(b *testing.B) {
+	home, stateDir := b.TempDir(), b.TempDir()
 	b.Setenv("GUARD_MANIFEST", "")
-	manifest.LoadCached("", home, cacheDir)
+	manifest.LoadDecoded("", home, stateDir)
 	for b.Loop() {
-		if _, err := manifest.LoadCached("", home, cacheDir); err != nil {
+		if _, err := manifest.LoadDecoded("", home, stateDir); err != nil {
 			b.Fatal(err)
 		}
 	}
