@@ -1,6 +1,6 @@
 package runner
 
-// progressMeter decides whether output really advances, for the stall
+// outputMeter decides whether output really advances, for the stall
 // watchdog. Tools that hang often keep drawing: npm redraws a spinner every
 // 80 ms, progress bars repaint the same line. Counting every byte as progress
 // would never let such a tool stall, so the meter models a cursor instead and
@@ -11,7 +11,7 @@ package runner
 //
 // The zero value is ready to use. State survives across calls, so an escape
 // sequence split between two writes is still recognised.
-type progressMeter struct {
+type outputMeter struct {
 	row, col       int // cursor, rows relative to the first line seen
 	maxRow, maxCol int // furthest line reached and the furthest column on it
 	esc            escState
@@ -32,7 +32,7 @@ const (
 )
 
 // feed consumes p and reports whether any of it was progress.
-func (m *progressMeter) feed(p []byte) bool {
+func (m *outputMeter) feed(p []byte) bool {
 	progressed := false
 	for _, b := range p {
 		if m.step(b) {
@@ -42,7 +42,7 @@ func (m *progressMeter) feed(p []byte) bool {
 	return progressed
 }
 
-func (m *progressMeter) step(b byte) bool {
+func (m *outputMeter) step(b byte) bool {
 	switch m.esc {
 	case escStart:
 		return m.afterEsc(b)
@@ -94,7 +94,7 @@ func (m *progressMeter) step(b byte) bool {
 	return false
 }
 
-func (m *progressMeter) afterEsc(b byte) bool {
+func (m *outputMeter) afterEsc(b byte) bool {
 	switch b {
 	case '[':
 		m.esc = escCSI
@@ -115,7 +115,7 @@ func (m *progressMeter) afterEsc(b byte) bool {
 	return false
 }
 
-func (m *progressMeter) inCSI(b byte) {
+func (m *outputMeter) inCSI(b byte) {
 	switch {
 	case b >= '0' && b <= '9':
 		if !m.paramDone && m.param < 1<<16 {
@@ -159,7 +159,7 @@ func (m *progressMeter) inCSI(b byte) {
 // down moves the cursor n lines down to column 0. A newline written on the
 // furthest line opens a new one, which is progress; moving down over lines
 // already drawn is not.
-func (m *progressMeter) down(n int, newline bool) bool {
+func (m *outputMeter) down(n int, newline bool) bool {
 	m.row += n
 	m.col = 0
 	if m.row > m.maxRow {

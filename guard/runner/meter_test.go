@@ -2,7 +2,7 @@ package runner
 
 import "testing"
 
-func TestProgressMeter(t *testing.T) {
+func TestOutputMeter(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		writes []string // fed in order
@@ -27,7 +27,7 @@ func TestProgressMeter(t *testing.T) {
 		{"utf-8 counts columns once", []string{"é", "\ré"}, []bool{true, false}},
 		{"control bytes", []string{"\x07\x00"}, []bool{false}},
 	} {
-		var m progressMeter
+		var m outputMeter
 		for i, w := range tc.writes {
 			if got := m.feed([]byte(w)); got != tc.want[i] {
 				t.Errorf("%s: write %d %q: progress %v, want %v", tc.name, i, w, got, tc.want[i])
@@ -36,10 +36,10 @@ func TestProgressMeter(t *testing.T) {
 	}
 }
 
-func FuzzProgressMeter(f *testing.F) {
+func FuzzOutputMeter(f *testing.F) {
 	f.Add([]byte("\x1b[12;40H\x1b]8;;x\x1b\\\r\n\b\t"))
 	f.Fuzz(func(t *testing.T, p []byte) {
-		var m progressMeter
+		var m outputMeter
 		m.feed(p) // must not panic on any input
 	})
 }
