@@ -134,6 +134,24 @@ func TestParseWithoutHomeKeepsTilde(t *testing.T) {
 	}
 }
 
+func TestExpandHome(t *testing.T) {
+	for _, tt := range []struct{ p, home, want string }{
+		{"~", "/h", "/h"},
+		{"~/x/y", "/h", "/h/x/y"},
+		{"~/", "/h", "/h"},
+		{"/abs/~/x", "/h", "/abs/~/x"},
+		{"~user/x", "/h", "~user/x"},
+		{"rel", "/h", "rel"},
+		{"", "/h", ""},
+		{"~/x", "", ""}, // no home: no guess at the current folder
+		{"~", "", ""},
+	} {
+		if got := manifest.ExpandHome(tt.p, tt.home); got != tt.want {
+			t.Errorf("ExpandHome(%q, %q) = %q, want %q", tt.p, tt.home, got, tt.want)
+		}
+	}
+}
+
 func TestDefaultsForAnEmptyManifest(t *testing.T) {
 	m, err := manifest.Parse("m", []byte("[builds.b]\ndir = \"~\"\nsteps = [[\"make\"]]\n[budget]\nheal = \"10m\"\n"), "/h")
 	if err != nil {

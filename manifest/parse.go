@@ -131,15 +131,7 @@ func (m *Manifest) expand(home string) {
 	if home == "" {
 		return
 	}
-	x := func(p string) string {
-		if p == "~" {
-			return home
-		}
-		if rest, ok := strings.CutPrefix(p, "~/"); ok {
-			return filepath.Join(home, rest)
-		}
-		return p
-	}
+	x := func(p string) string { return ExpandHome(p, home) }
 	m.Log = x(m.Log)
 	m.ShimDir = x(m.ShimDir)
 	m.ModelsDir = x(m.ModelsDir)
@@ -155,6 +147,24 @@ func (m *Manifest) expand(home string) {
 			a.Files[i] = x(f)
 		}
 	}
+}
+
+// ExpandHome replaces a leading "~" in p with home: "~" is home, "~/x" is
+// x below home, anything else is p. It is the one reading of "~" in guard,
+// for the manifest's paths and for paths from the environment alike. With
+// home "" a path under "~/" has no answer and becomes "", so a caller
+// never takes it for a path in the current folder.
+func ExpandHome(p, home string) string {
+	if p == "~" {
+		return home
+	}
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home == "" {
+			return ""
+		}
+		return filepath.Join(home, rest)
+	}
+	return p
 }
 
 // decodeError turns a BurntSushi error into an *Error. Syntax errors are
