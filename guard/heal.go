@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/auth"
 	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/manifest"
@@ -118,6 +119,6 @@ func (c *Config) healer() *models.Healer {
 }
 
 func (c *Config) authState(a *manifest.Auth) AuthState {
-	ok, found := builds.CheckAuth(a, c.Home, os.Getenv)
+	ok, found := auth.Check(a, c.Home, os.Getenv)
 	return AuthState{Name: a.Name, OK: ok, Found: found, Hint: a.Hint}
 }

@@ -1,8 +1,7 @@
 // Package builds heals evicted binaries: it checks cheaply that a binary and
 // the shared libraries it loads are all there (CheckBinary), rebuilds it from
 // its manifest recipe under a per-build lock when they are not (Builder.Build),
-// installs the Debian packages a recipe needs, and tells whether a tool's
-// credentials are present (CheckAuth).
+// and installs the Debian packages a recipe needs.
 //
 // A rebuild is visible (a progress line on stderr, the full output in
 // STATE/builds/NAME.log) and bounded (the heal timeout kills the step's whole

@@ -1,15 +1,15 @@
-package builds_test
+package auth_test
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/auth"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
-func TestCheckAuth(t *testing.T) {
+func TestCheck(t *testing.T) {
 	home := t.TempDir()
 	token := filepath.Join(home, ".config", "clawhub", "config.json")
 	writeFile(t, token, `{"token":"x"}`, 0o600)
@@ -42,13 +42,23 @@ func TestCheckAuth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ok, found := builds.CheckAuth(tt.auth, home, getenv)
+			ok, found := auth.Check(tt.auth, home, getenv)
 			if ok != tt.ok || found != tt.found {
-				t.Fatalf("CheckAuth = %v, %q; want %v, %q", ok, found, tt.ok, tt.found)
+				t.Fatalf("Check = %v, %q; want %v, %q", ok, found, tt.ok, tt.found)
 			}
 		})
 	}
-	if ok, _ := builds.CheckAuth(&manifest.Auth{Files: []string{"~/.config/clawhub/config.json"}}, "", getenv); ok {
+	if ok, _ := auth.Check(&manifest.Auth{Files: []string{"~/.config/clawhub/config.json"}}, "", getenv); ok {
 		t.Fatal("~ expanded without a home")
+	}
+}
+
+func writeFile(t testing.TB, path, text string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), mode); err != nil {
+		t.Fatal(err)
 	}
 }
