@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
-	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/guard/models/verify"
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -144,7 +144,7 @@ func Pin(c *Config, out io.Writer) error {
 	if _, err := manifest.Parse(c.ManifestPath, data, c.Home); err != nil {
 		return fmt.Errorf("pinned manifest does not validate, left unchanged: %w", err)
 	}
-	if err := install.WriteFileAtomic(c.ManifestPath, data, 0o644); err != nil {
+	if err := state.WriteAtomic(c.ManifestPath, data, 0o644); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	fmt.Fprintf(out, "pinned %d models in %s\n", pinned, c.ManifestPath)

@@ -9,10 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-)
 
-// DecodedFile is the name of the decoded manifest in the state folder.
-const DecodedFile = "manifest.json"
+	"github.com/sandbox-guard/guard/guard/state"
+)
 
 // decoded is the decoded-manifest file: the manifest and what it was
 // decoded from.
@@ -40,7 +39,7 @@ func LoadDecoded(path, home, stateDir string) (*Manifest, error) {
 	if !ok || stateDir == "" {
 		return Load(asked, home)
 	}
-	file := filepath.Join(stateDir, DecodedFile)
+	file := state.Layout{Dir: stateDir}.DecodedManifest()
 	if data, err := os.ReadFile(file); err == nil {
 		var c decoded
 		if json.Unmarshal(data, &c) == nil && c.Key == key && c.Manifest != nil {
@@ -85,17 +84,8 @@ func writeDecoded(file, key string, m *Manifest) {
 	if err != nil {
 		return
 	}
-	dir := filepath.Dir(file)
-	if err := os.MkdirAll(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return
 	}
-	tmp, err := os.CreateTemp(dir, ".manifest-*.json")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil || os.Rename(tmp.Name(), file) != nil {
-		os.Remove(tmp.Name())
-	}
+	_ = state.Replace(file, data, 0o600)
 }

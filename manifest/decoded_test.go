@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -28,7 +29,7 @@ func TestLoadDecoded(t *testing.T) {
 			t.Fatalf("round %d: cached manifest differs:\n got %+v\nwant %+v", i, got, want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(stateDir, manifest.DecodedFile)); err != nil {
+	if _, err := os.Stat(state.Layout{Dir: stateDir}.DecodedManifest()); err != nil {
 		t.Fatalf("no cache written: %v", err)
 	}
 
@@ -57,7 +58,7 @@ func TestLoadDecoded(t *testing.T) {
 
 	// A corrupt cache file is ignored.
 	os.WriteFile(user, []byte("[tools.three]\n"), 0o644)
-	os.WriteFile(filepath.Join(stateDir, manifest.DecodedFile), []byte("{garbage"), 0o600)
+	os.WriteFile(state.Layout{Dir: stateDir}.DecodedManifest(), []byte("{garbage"), 0o600)
 	got, err = manifest.LoadDecoded("", home, stateDir)
 	if err != nil || got.Tool("three") == nil {
 		t.Fatalf("corrupt cache: %v %v", got, err)

@@ -27,6 +27,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -40,15 +41,15 @@ type Builder struct {
 	Env         []string            // base environment for steps; nil = os.Environ()
 }
 
+func (b *Builder) layout() state.Layout { return state.Layout{Dir: b.StateDir} }
+
 // StampDir is where CheckBinary stamps live; callers checking a binary on the
 // fast path should pass the same folder.
-func (b *Builder) StampDir() string {
-	return filepath.Join(b.StateDir, "stamps")
-}
+func (b *Builder) StampDir() string { return b.layout().Stamps() }
 
 // LogPath is the build log of the recipe named name.
 func (b *Builder) LogPath(name string) string {
-	return filepath.Join(b.StateDir, "builds", safeName(name)+".log")
+	return filepath.Join(b.layout().Builds(), safeName(name)+".log")
 }
 
 // Build makes target healthy by running rec. It takes the build's lock,
@@ -81,8 +82,7 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 		ctx, cancel = context.WithTimeout(ctx, limit)
 		defer cancel()
 	}
-	lockPath := filepath.Join(b.StateDir, "locks", "build-"+name+".lock")
-	held, err := lock.Acquire(ctx, lockPath, func() {
+	held, err := lock.Acquire(ctx, b.layout().Lock("build-"+name), func() {
 		fmt.Fprintf(b.stderr(), "guard: another process is building %s; waiting\n", name)
 		b.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: name, Reason: "build"})
 	})

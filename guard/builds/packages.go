@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -99,7 +98,7 @@ func (b *Builder) lockAPT(ctx context.Context, tool string) (*lock.Held, error) 
 	if b.StateDir == "" {
 		return nil, errors.New("install packages: no state folder set")
 	}
-	held, err := lock.Acquire(ctx, filepath.Join(b.StateDir, "locks", "apt.lock"), func() {
+	held, err := lock.Acquire(ctx, b.layout().Lock("apt"), func() {
 		fmt.Fprintln(b.stderr(), "guard: another process is installing packages; waiting")
 		b.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: "apt", Reason: "install"})
 	})

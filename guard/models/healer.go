@@ -11,8 +11,6 @@ package models
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +23,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
 	"github.com/sandbox-guard/guard/guard/models/verify"
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -48,7 +47,9 @@ type Healer struct {
 	StallTimeout   time.Duration       // a download with no bytes for this long is retried; 0 = fetch's default
 }
 
-func (h *Healer) stampDir() string { return filepath.Join(h.StateDir, "stamps") }
+func (h *Healer) layout() state.Layout { return state.Layout{Dir: h.StateDir} }
+
+func (h *Healer) stampDir() string { return h.layout().Stamps() }
 
 func spec(m *manifest.Model, path string) verify.Spec {
 	return verify.Spec{Path: path, Size: m.Size, SHA256: m.SHA256}
@@ -71,7 +72,7 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 	defer cancel()
 
 	name := filepath.Base(path)
-	held, err := lock.Acquire(ctx, filepath.Join(h.StateDir, "locks", "model-"+key(path)+".lock"), func() {
+	held, err := lock.Acquire(ctx, h.layout().Lock("model-"+state.PathKey(path)), func() {
 		h.say("guard: another process is healing %s; waiting", name)
 		h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: path})
 	})
@@ -186,17 +187,6 @@ func remember(ctx context.Context, err error) bool {
 		return false
 	}
 	return true
-}
-
-// key names a path's lock, failure record and so on by a hash of its
-// absolute path.
-func key(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		abs = path
-	}
-	s := sha256.Sum256([]byte(abs))
-	return hex.EncodeToString(s[:12])
 }
 
 func (h *Healer) event(e heallog.Event) {

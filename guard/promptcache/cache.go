@@ -8,12 +8,14 @@
 // Layout of Dir (0700): one file per entry named by its key (64 hex digits,
 // 0600, format in format.go), "stats" holding the hit/miss counters (updated
 // under a gofrs/flock lock on that same file, so counts stay exact across
-// processes), and ".tmp-*" files while a Put is in flight. A Put writes a temp
-// file, fsyncs it and renames it into place, so readers only ever see whole
-// entries; anything that does not check out on read is treated as a miss and
-// removed. Least-recently-used order is the entry file's mtime, which a hit
-// refreshes; that keeps the hit path to one small file read, one utimensat and
-// the counter update.
+// processes), and ".tmp-*" files (state.TempPrefix) while a Put is in
+// flight. A Put writes a temp file, fsyncs it and renames it into place
+// (state.Replace, which replaces a symlink planted under the key rather than
+// writing through it), so readers only ever see whole entries; anything
+// that does not check out on read is treated as a miss and removed.
+// Least-recently-used order is the entry file's mtime, which a hit
+// refreshes; that keeps the hit path to one small file read, one utimensat
+// and the counter update.
 package promptcache
 
 import (
@@ -24,6 +26,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // FormatVersion is written into every entry and mixed into every key; bump it
@@ -58,9 +62,8 @@ type Entry struct {
 }
 
 const (
-	dirPerm   = 0o700
-	filePerm  = 0o600
-	tmpPrefix = ".tmp-"
+	dirPerm  = 0o700
+	filePerm = 0o600
 )
 
 // Get looks key up. A corrupt, truncated or expired entry is a miss and is
@@ -151,7 +154,7 @@ func (s *Store) Put(key string, e Entry) error {
 		return fmt.Errorf("put: %w", err)
 	}
 	path := filepath.Join(s.Dir, key)
-	if err := writeAtomic(s.Dir, path, encodeEntry(e)); err != nil {
+	if err := state.Replace(path, encodeEntry(e), filePerm); err != nil {
 		return fmt.Errorf("put: %w", err)
 	}
 	// The Store's clock, not the file system's, orders LRU, so a fake Now
@@ -160,44 +163,6 @@ func (s *Store) Put(key string, e Entry) error {
 	_ = os.Chtimes(path, now, now)
 	if err := s.evict(key); err != nil {
 		return fmt.Errorf("put: %w", err)
-	}
-	return nil
-}
-
-func writeAtomic(dir, path string, data []byte) error {
-	f, err := os.CreateTemp(dir, tmpPrefix+"*")
-	if err != nil {
-		return fmt.Errorf("create temp: %w", err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(filePerm); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmp, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	ok = true
-	// Without the directory fsync a crash could forget the rename; the entry
-	// would then just be missing, so a failure here is not worth reporting.
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return nil
 }

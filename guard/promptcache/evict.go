@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // staleTemp is how old a temp file must be before eviction assumes its Put
@@ -96,4 +98,4 @@ func (s *Store) evict(keep string) error {
 // next eviction, and one already gone is what we wanted.
 func (s *Store) remove(name string) { _ = os.Remove(filepath.Join(s.Dir, name)) }
 
-func isTemp(name string) bool { return strings.HasPrefix(name, tmpPrefix) }
+func isTemp(name string) bool { return strings.HasPrefix(name, state.TempPrefix) }

@@ -1,13 +1,13 @@
 package verify
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // stamp records the sha256 of a file together with the identity the file
@@ -38,15 +38,14 @@ func identityOf(fi os.FileInfo) identity {
 	return id
 }
 
-// stampPath names the stamp of path by a hash of its absolute path, so any
-// path (spaces, slashes, long names) maps to one short file name.
+// stampPath names the stamp of path after its absolute path (state.PathKey),
+// which the stamp also records.
 func stampPath(stampDir, path string) (abs, stampFile string) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		abs = filepath.Clean(path)
 	}
-	h := sha256.Sum256([]byte(abs))
-	return abs, filepath.Join(stampDir, hex.EncodeToString(h[:16])+".stamp")
+	return abs, filepath.Join(stampDir, state.PathKey(abs)+".stamp")
 }
 
 // readStamp returns the stamp for path, or ok false when there is none or
@@ -67,7 +66,7 @@ func readStamp(stampDir, path string) (stamp, bool) {
 // WriteStamp records sum as the sha256 of path as the file is now (size,
 // mtime, ctime, device, inode). The caller must know that sum is the sum of
 // the file as it is: Full after hashing, a download after its rename. The
-// write is atomic: a temporary file renamed over the old stamp.
+// write is atomic (state.Replace): a reader sees the old stamp or the new.
 func WriteStamp(stampDir, path, sum string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -85,19 +84,7 @@ func writeStamp(stampDir, path, sum string, id identity) error {
 	if err := os.MkdirAll(stampDir, 0o700); err != nil {
 		return fmt.Errorf("write stamp: %w", err)
 	}
-	tmp, err := os.CreateTemp(stampDir, ".stamp-*")
-	if err != nil {
-		return fmt.Errorf("write stamp: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write stamp: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write stamp: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
+	if err := state.Replace(name, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write stamp: %w", err)
 	}
 	return nil
