@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // killGrace is how long a step's process group has between SIGTERM and
@@ -139,10 +140,7 @@ func openLog(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create log folder: %w", err)
 	}
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > maxLogBytes {
-		_ = os.Rename(path, path+".1")
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	f, err := state.OpenLog(path, maxLogBytes)
 	if err != nil {
 		return nil, fmt.Errorf("open build log: %w", err)
 	}
