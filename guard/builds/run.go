@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/guard/state"
 )
 
@@ -38,7 +39,7 @@ var errNotFound = errors.New("command not found")
 func (b *Builder) run(ctx context.Context, argv []string, dir string, env []string, out io.Writer, lockFile *os.File) error {
 	path := argv[0]
 	if !strings.Contains(path, "/") {
-		p, ok := lookPathIn(path, lookupEnv(env, "PATH"))
+		p, ok := resolve.LookPath(path, lookupEnv(env, "PATH"))
 		if !ok {
 			return fmt.Errorf("%s: %w", path, errNotFound)
 		}
@@ -106,20 +107,7 @@ func stepError(ctx context.Context, index int, argv []string, err error) *BuildE
 // lookPath finds name on the PATH of the builder's environment, so tests and
 // callers with their own Env see the same tools the steps will.
 func (b *Builder) lookPath(name string) (string, bool) {
-	return lookPathIn(name, lookupEnv(b.baseEnv(), "PATH"))
-}
-
-func lookPathIn(name, pathList string) (string, bool) {
-	for _, dir := range filepath.SplitList(pathList) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue // never run something from the current folder by accident
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-			return p, true
-		}
-	}
-	return "", false
+	return resolve.LookPath(name, lookupEnv(b.baseEnv(), "PATH"))
 }
 
 // lookupEnv returns the last value of key in env, as the kernel's consumers do.
