@@ -216,3 +216,41 @@ func TestCheckBinaryBrokenLibrary(t *testing.T) {
 		})
 	}
 }
+
+func TestLinkage(t *testing.T) {
+	dir := t.TempDir()
+	good := copyFixtureBin(t, false)
+	script := filepath.Join(dir, "script")
+	writeFile(t, script, "#!/bin/sh\necho hi\n", 0o755)
+	static := filepath.Join(dir, "static")
+	writeFile(t, filepath.Join(dir, "static.c"), "int main(void) { return 0; }\n", 0o644)
+	if out, err := exec.Command("cc", "-static", "-o", static, filepath.Join(dir, "static.c")).CombinedOutput(); err != nil {
+		t.Fatalf("cc -static: %v\n%s", err, out)
+	}
+	elfBytes, err := os.ReadFile(filepath.Join(good, "llama-simple"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(dir, "truncated")
+	writeFile(t, truncated, string(elfBytes[:200]), 0o755)
+
+	tests := []struct {
+		name   string
+		path   string
+		libs   []string
+		static bool
+	}{
+		{"dynamic elf: the names it needs, not paths", filepath.Join(good, "llama-completion"), []string{"libfixture.so", "libc.so.6"}, false},
+		{"shared library", filepath.Join(good, "libfixture.so"), []string{"libc.so.6"}, false},
+		{"static elf", static, nil, true},
+		{"script", script, nil, false},
+		{"truncated elf", truncated, nil, false},
+		{"missing", filepath.Join(dir, "nope"), nil, false},
+	}
+	for _, tt := range tests {
+		libs, static := builds.Linkage(tt.path)
+		if !slices.Equal(libs, tt.libs) || static != tt.static {
+			t.Errorf("%s: Linkage = %q, %v; want %q, %v", tt.name, libs, static, tt.libs, tt.static)
+		}
+	}
+}
