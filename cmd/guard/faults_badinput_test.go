@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-guard/guard/guard"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // The bad-input table: each case gives the real guard (through its shim
@@ -168,7 +169,7 @@ type badCase struct {
 const badModelSize = 64 << 10
 
 func TestBadInput(t *testing.T) {
-	model := faultGGUF(badModelSize)
+	model := guardtest.GGUF(badModelSize)
 	srv := badServer(t, model)
 	mounts := canMount(t)
 

@@ -6,16 +6,17 @@ import (
 	"testing"
 
 	"github.com/sandbox-guard/guard/guard/auth"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
 func TestCheck(t *testing.T) {
 	home := t.TempDir()
 	token := filepath.Join(home, ".config", "clawhub", "config.json")
-	writeFile(t, token, `{"token":"x"}`, 0o600)
-	writeFile(t, filepath.Join(home, ".clawhub", "EMPTY"), "", 0o600)
+	guardtest.WriteFile(t, token, `{"token":"x"}`, 0o600)
+	guardtest.WriteFile(t, filepath.Join(home, ".clawhub", "EMPTY"), "", 0o600)
 	elsewhere := filepath.Join(t.TempDir(), "custom.json")
-	writeFile(t, elsewhere, `{"token":"y"}`, 0o600)
+	guardtest.WriteFile(t, elsewhere, `{"token":"y"}`, 0o600)
 	if err := os.MkdirAll(filepath.Join(home, ".clawhub", "dir"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -50,15 +51,5 @@ func TestCheck(t *testing.T) {
 	}
 	if ok, _ := auth.Check(&manifest.Auth{Files: []string{"~/.config/clawhub/config.json"}}, "", getenv); ok {
 		t.Fatal("~ expanded without a home")
-	}
-}
-
-func writeFile(t testing.TB, path, text string, mode os.FileMode) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(text), mode); err != nil {
-		t.Fatal(err)
 	}
 }

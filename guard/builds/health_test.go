@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // copyFixtureBin copies the built programs (and the library unless
@@ -32,9 +33,9 @@ func copyFixtureBin(t *testing.T, withoutLib bool) string {
 func TestCheckBinary(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "script")
-	writeFile(t, script, "#!/bin/sh\necho hi\n", 0o755)
+	guardtest.WriteFile(t, script, "#!/bin/sh\necho hi\n", 0o755)
 	plain := filepath.Join(dir, "plain")
-	writeFile(t, plain, "#!/bin/sh\necho hi\n", 0o644)
+	guardtest.WriteFile(t, plain, "#!/bin/sh\necho hi\n", 0o644)
 	dangling := filepath.Join(dir, "dangling")
 	if err := os.Symlink(filepath.Join(dir, "nowhere"), dangling); err != nil {
 		t.Fatal(err)
@@ -50,9 +51,9 @@ func TestCheckBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	truncated := filepath.Join(dir, "truncated")
-	writeFile(t, truncated, string(elfBytes[:200]), 0o755)
+	guardtest.WriteFile(t, truncated, string(elfBytes[:200]), 0o755)
 	static := filepath.Join(dir, "static")
-	writeFile(t, filepath.Join(dir, "static.c"), "int main(void) { return 0; }\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "static.c"), "int main(void) { return 0; }\n", 0o644)
 	if out, err := exec.Command("cc", "-static", "-o", static, filepath.Join(dir, "static.c")).CombinedOutput(); err != nil {
 		t.Fatalf("cc -static: %v\n%s", err, out)
 	}
@@ -150,7 +151,7 @@ func TestCheckBinaryReplacedBinary(t *testing.T) {
 	if err := os.Remove(bin); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, bin, string(data[:100]), 0o755)
+	guardtest.WriteFile(t, bin, string(data[:100]), 0o755)
 	if h := builds.CheckBinary(bin, stamps); h.OK {
 		t.Fatalf("truncated replacement passed: %+v", h)
 	}
@@ -158,9 +159,9 @@ func TestCheckBinaryReplacedBinary(t *testing.T) {
 
 func TestParseLDConf(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "ld.so.conf"), "# comment\ninclude conf.d/*.conf\n/opt/a/lib # trailing\nhwcap 0 nosegneg\n", 0o644)
-	writeFile(t, filepath.Join(dir, "conf.d", "x.conf"), "/opt/x:/opt/y\n\n", 0o644)
-	writeFile(t, filepath.Join(dir, "conf.d", "loop.conf"), "include "+filepath.Join(dir, "ld.so.conf")+"\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "ld.so.conf"), "# comment\ninclude conf.d/*.conf\n/opt/a/lib # trailing\nhwcap 0 nosegneg\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "conf.d", "x.conf"), "/opt/x:/opt/y\n\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "conf.d", "loop.conf"), "include "+filepath.Join(dir, "ld.so.conf")+"\n", 0o644)
 	got := builds.ParseLDConf(filepath.Join(dir, "ld.so.conf"), 0)
 	for _, want := range []string{"/opt/a/lib", "/opt/x", "/opt/y"} {
 		if !slices.Contains(got, want) {
@@ -221,9 +222,9 @@ func TestLinkage(t *testing.T) {
 	dir := t.TempDir()
 	good := copyFixtureBin(t, false)
 	script := filepath.Join(dir, "script")
-	writeFile(t, script, "#!/bin/sh\necho hi\n", 0o755)
+	guardtest.WriteFile(t, script, "#!/bin/sh\necho hi\n", 0o755)
 	static := filepath.Join(dir, "static")
-	writeFile(t, filepath.Join(dir, "static.c"), "int main(void) { return 0; }\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "static.c"), "int main(void) { return 0; }\n", 0o644)
 	if out, err := exec.Command("cc", "-static", "-o", static, filepath.Join(dir, "static.c")).CombinedOutput(); err != nil {
 		t.Fatalf("cc -static: %v\n%s", err, out)
 	}
@@ -232,7 +233,7 @@ func TestLinkage(t *testing.T) {
 		t.Fatal(err)
 	}
 	truncated := filepath.Join(dir, "truncated")
-	writeFile(t, truncated, string(elfBytes[:200]), 0o755)
+	guardtest.WriteFile(t, truncated, string(elfBytes[:200]), 0o755)
 
 	tests := []struct {
 		name   string

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/state"
 )
 
@@ -17,7 +18,6 @@ func TestLayout(t *testing.T) {
 	l := state.Layout{Dir: "/s"}
 	for got, want := range map[string]string{
 		l.Stamps():          "/s/stamps",
-		l.Locks():           "/s/locks",
 		l.Lock("apt"):       "/s/locks/apt.lock",
 		l.Prompts():         "/s/prompts",
 		l.Failures():        "/s/failures",
@@ -48,16 +48,6 @@ func TestPathKey(t *testing.T) {
 	wd, _ := os.Getwd()
 	if state.PathKey("rel") != state.PathKey(filepath.Join(wd, "rel")) {
 		t.Error("a relative path is not keyed by its absolute form")
-	}
-}
-
-func writeFile(t *testing.T, path, text string, mode os.FileMode) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(text), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -113,7 +103,7 @@ func TestWriteAtomicNewFileGetsMode(t *testing.T) {
 func TestWriteAtomicKeepsMode(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "manifest.toml")
-	writeFile(t, path, "old", 0o600)
+	guardtest.WriteFile(t, path, "old", 0o600)
 	if err := state.WriteAtomic(path, []byte("new"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +121,7 @@ func TestWriteAtomicKeepsOwner(t *testing.T) {
 		t.Skip("only root can give a file to another user")
 	}
 	path := filepath.Join(t.TempDir(), ".bashrc")
-	writeFile(t, path, "old", 0o644)
+	guardtest.WriteFile(t, path, "old", 0o644)
 	if err := os.Chown(path, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +140,7 @@ func TestWriteAtomicKeepsOwner(t *testing.T) {
 func TestWriteAtomicThroughSymlinks(t *testing.T) {
 	home, dots := t.TempDir(), t.TempDir()
 	target := filepath.Join(dots, "bashrc")
-	writeFile(t, target, "old", 0o640)
+	guardtest.WriteFile(t, target, "old", 0o640)
 	// ~/.bashrc -> ~/.bashrc.link -> dots/bashrc, the first link relative.
 	mid := filepath.Join(home, ".bashrc.link")
 	if err := os.Symlink(target, mid); err != nil {
@@ -225,7 +215,7 @@ func TestWriteErrorsNameThePathAndKeepTheCause(t *testing.T) {
 func TestReplaceDoesNotFollow(t *testing.T) {
 	dir, other := t.TempDir(), t.TempDir()
 	target := filepath.Join(other, "target")
-	writeFile(t, target, "do not touch", 0o644)
+	guardtest.WriteFile(t, target, "do not touch", 0o644)
 	path := filepath.Join(dir, "entry")
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
@@ -240,7 +230,7 @@ func TestReplaceDoesNotFollow(t *testing.T) {
 		t.Fatalf("mode %v, want a regular 0600 file", m)
 	}
 	// An existing file's own mode does not survive either.
-	writeFile(t, path, "old", 0o666)
+	guardtest.WriteFile(t, path, "old", 0o666)
 	if err := state.Replace(path, []byte("new"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +243,7 @@ func TestReplaceDoesNotFollow(t *testing.T) {
 func TestOpenLogRotatesAndRefusesLinks(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.log")
-	writeFile(t, path, strings.Repeat("a", 100), 0o600)
+	guardtest.WriteFile(t, path, strings.Repeat("a", 100), 0o600)
 	f, err := state.OpenLog(path, 50)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkFetchLoopback(b *testing.B) {
 	url, size := os.Getenv("FETCH_BENCH_URL"), int64(64<<20)
 	var client *http.Client
 	if url == "" {
-		data := model(int(size))
+		data := guardtest.GGUF(int(size))
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.ServeContent(w, r, "m.gguf", time.Time{}, bytes.NewReader(data))
 		}))

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
 )
 
@@ -20,9 +21,9 @@ import (
 // test binary again) with HTTP_PROXY set from the start, to a host name
 // only the proxy knows.
 func TestProxyFromEnvironment(t *testing.T) {
-	data := model(70_000)
+	data := guardtest.GGUF(70_000)
 	if dest := os.Getenv("FETCH_TEST_PROXY_CHILD"); dest != "" {
-		r := fetch.Request{URLs: []string{"http://models.example/m.gguf"}, Dest: dest, Size: int64(len(data)), SHA256: sum(data), Retries: -1}
+		r := fetch.Request{URLs: []string{"http://models.example/m.gguf"}, Dest: dest, Size: int64(len(data)), SHA256: guardtest.Sum(data), Retries: -1}
 		if _, err := fetch.Fetch(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +74,7 @@ func TestNoSpace(t *testing.T) {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
-	data := model(1 << 20)
+	data := guardtest.GGUF(1 << 20)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
 	for _, tt := range []struct {
 		name string

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
 )
 
@@ -18,7 +19,7 @@ import (
 // message told the person to pin the page. It must be named for what it is
 // and leave the next url its turn.
 func TestErrorPageOfAnotherSize(t *testing.T) {
-	data := model(70_000)
+	data := guardtest.GGUF(70_000)
 	pages := []struct{ name, body, want string }{
 		{"html", "<!DOCTYPE html><html><body>Sign in</body></html>", "HTML page"},
 		{"lfs", "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 70000\n", "Git-LFS pointer"},

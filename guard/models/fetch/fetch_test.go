@@ -13,27 +13,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
 )
 
 func TestPlainDownload(t *testing.T) {
-	data := model(3<<20 + 17)
+	data := guardtest.GGUF(3<<20 + 17)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
 	r := request(t, srv.URL+"/m.gguf")
-	r.Size, r.SHA256 = int64(len(data)), strings.ToUpper(sum(data))
+	r.Size, r.SHA256 = int64(len(data)), strings.ToUpper(guardtest.Sum(data))
 	res, err := fetch.Fetch(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustFile(t, r.Dest, data)
 	mustNotExist(t, r.Dest+".partial", r.Dest+".partial.meta")
-	if res.SHA256 != sum(data) || res.Bytes != int64(len(data)) || res.Resumed || res.Attempts != 1 || res.URL != srv.URL+"/m.gguf" {
+	if res.SHA256 != guardtest.Sum(data) || res.Bytes != int64(len(data)) || res.Resumed || res.Attempts != 1 || res.URL != srv.URL+"/m.gguf" {
 		t.Fatalf("result = %+v", res)
 	}
 }
 
 func TestUnknownSizeUnpinned(t *testing.T) {
-	data := model(100_000)
+	data := guardtest.GGUF(100_000)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
 		w.(http.Flusher).Flush() // no Content-Length: chunked
 		w.Write(data)
@@ -44,8 +45,8 @@ func TestUnknownSizeUnpinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustFile(t, r.Dest, data)
-	if res.SHA256 != sum(data) {
-		t.Fatalf("sha256 %s, want %s", res.SHA256, sum(data))
+	if res.SHA256 != guardtest.Sum(data) {
+		t.Fatalf("sha256 %s, want %s", res.SHA256, guardtest.Sum(data))
 	}
 }
 
@@ -146,7 +147,7 @@ func TestUnauthorized(t *testing.T) {
 }
 
 func TestBearerToken(t *testing.T) {
-	data := model(1000)
+	data := guardtest.GGUF(1000)
 	var auth atomic.Value
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
 		auth.Store(r.Header.Get("Authorization"))
@@ -169,7 +170,7 @@ type roundTrip func(*http.Request) (*http.Response, error)
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestTokenNeverOverPlainHTTP(t *testing.T) {
-	data := model(100)
+	data := guardtest.GGUF(100)
 	for _, tt := range []struct {
 		url  string
 		sent bool
@@ -202,7 +203,7 @@ func TestTokenNeverOverPlainHTTP(t *testing.T) {
 }
 
 func TestRetryAfter429(t *testing.T) {
-	data := model(5000)
+	data := guardtest.GGUF(5000)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
 		if n == 1 {
 			w.Header().Set("Retry-After", "1")
@@ -230,7 +231,7 @@ func TestRetryAfter429(t *testing.T) {
 }
 
 func TestServerErrorThenSuccess(t *testing.T) {
-	data := model(5000)
+	data := guardtest.GGUF(5000)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
 		if n <= 2 {
 			w.WriteHeader([]int{http.StatusInternalServerError, http.StatusBadGateway}[n-1])
@@ -265,7 +266,7 @@ func TestRetriesRunOut(t *testing.T) {
 }
 
 func TestDropMidBodyResumes(t *testing.T) {
-	data := model(2 << 20)
+	data := guardtest.GGUF(2 << 20)
 	var ifRange atomic.Value
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
 		if n == 1 {
@@ -275,7 +276,7 @@ func TestDropMidBodyResumes(t *testing.T) {
 		content(w, r, data)
 	})
 	r := request(t, srv.URL)
-	r.Size, r.SHA256 = int64(len(data)), sum(data)
+	r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
 	res, err := fetch.Fetch(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +295,7 @@ func TestDropMidBodyResumes(t *testing.T) {
 }
 
 func TestRangeIgnoredStartsOver(t *testing.T) {
-	data := model(1 << 20)
+	data := guardtest.GGUF(1 << 20)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
 		if n == 1 {
 			dropAfter(w, data, 300_000)
@@ -303,7 +304,7 @@ func TestRangeIgnoredStartsOver(t *testing.T) {
 		w.Write(data) // 200 whatever the Range says
 	})
 	r := request(t, srv.URL)
-	r.Size, r.SHA256 = int64(len(data)), sum(data)
+	r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
 	res, err := fetch.Fetch(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +316,7 @@ func TestRangeIgnoredStartsOver(t *testing.T) {
 }
 
 func TestRangeNotSatisfiableDiscards(t *testing.T) {
-	data := model(50_000)
+	data := guardtest.GGUF(50_000)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
 		if r.Header.Get("Range") != "" {
 			w.Header().Set("Content-Range", "bytes */"+strconv.Itoa(len(data)))
@@ -339,11 +340,11 @@ func TestRangeNotSatisfiableDiscards(t *testing.T) {
 }
 
 func TestStallResumes(t *testing.T) {
-	data := model(1 << 20)
+	data := guardtest.GGUF(1 << 20)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
 		if n == 1 {
 			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-			w.Header().Set("ETag", `"`+sum(data)[:16]+`"`)
+			w.Header().Set("ETag", `"`+guardtest.Sum(data)[:16]+`"`)
 			w.Write(data[:400_000])
 			w.(http.Flusher).Flush()
 			select { // hang until the client gives up
@@ -355,7 +356,7 @@ func TestStallResumes(t *testing.T) {
 		content(w, r, data)
 	})
 	r := request(t, srv.URL)
-	r.Size, r.SHA256 = int64(len(data)), sum(data)
+	r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
 	r.StallTimeout = 150 * time.Millisecond
 	var stalls atomic.Int32
 	r.OnRetry = func(u string, attempt int, err error) {
@@ -375,7 +376,7 @@ func TestStallResumes(t *testing.T) {
 }
 
 func TestWrongSHA256KeepsDest(t *testing.T) {
-	data := model(200_000)
+	data := guardtest.GGUF(200_000)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
 	r := request(t, srv.URL)
 	old := []byte("the model that was here before")
@@ -389,7 +390,7 @@ func TestWrongSHA256KeepsDest(t *testing.T) {
 	if !errors.As(err, &me) || me.What != "sha256" {
 		t.Fatalf("err = %v, want a sha256 *MismatchError", err)
 	}
-	for _, want := range []string{pin, sum(data), "guard manifest pin"} {
+	for _, want := range []string{pin, guardtest.Sum(data), "guard manifest pin"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q lacks %q", err, want)
 		}
@@ -402,7 +403,7 @@ func TestWrongSHA256KeepsDest(t *testing.T) {
 }
 
 func TestSizeMismatchStopsAtOnce(t *testing.T) {
-	data := model(1000)
+	data := guardtest.GGUF(1000)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
 	mirror := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
 	r := request(t, srv.URL, mirror.URL)
@@ -424,7 +425,7 @@ func TestSizeMismatchStopsAtOnce(t *testing.T) {
 }
 
 func TestLongerBodyThanManifest(t *testing.T) {
-	data := model(3 << 20)
+	data := guardtest.GGUF(3 << 20)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
 		w.(http.Flusher).Flush() // chunked: the size shows only in the body
 		w.Write(data)
@@ -440,7 +441,7 @@ func TestLongerBodyThanManifest(t *testing.T) {
 }
 
 func TestFileMirrorAfterFailure(t *testing.T) {
-	data := model(300_000)
+	data := guardtest.GGUF(300_000)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
 		w.WriteHeader(http.StatusNotFound)
 	})
@@ -451,7 +452,7 @@ func TestFileMirrorAfterFailure(t *testing.T) {
 	}
 	mirror := (&url.URL{Scheme: "file", Path: src}).String()
 	r := request(t, srv.URL, mirror)
-	r.Size, r.SHA256 = int64(len(data)), sum(data)
+	r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
 	res, err := fetch.Fetch(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
@@ -479,7 +480,7 @@ func TestEveryURLFails(t *testing.T) {
 }
 
 func TestResumeAcrossRuns(t *testing.T) {
-	data := model(1 << 20)
+	data := guardtest.GGUF(1 << 20)
 	half := len(data) / 2
 	var ifRange atomic.Value
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
@@ -487,9 +488,9 @@ func TestResumeAcrossRuns(t *testing.T) {
 		content(w, r, data)
 	})
 	r := request(t, srv.URL)
-	r.Size, r.SHA256 = int64(len(data)), sum(data)
+	r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
 	os.WriteFile(r.Dest+".partial", data[:half], 0o644)
-	os.WriteFile(r.Dest+".partial.meta", []byte(`{"url":"x","etag":"\"`+sum(data)[:16]+`\""}`), 0o644)
+	os.WriteFile(r.Dest+".partial.meta", []byte(`{"url":"x","etag":"\"`+guardtest.Sum(data)[:16]+`\""}`), 0o644)
 	res, err := fetch.Fetch(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
@@ -498,17 +499,17 @@ func TestResumeAcrossRuns(t *testing.T) {
 	if !res.Resumed || res.Bytes != int64(len(data)-half) || srv.sent.Load() != int64(len(data)-half) {
 		t.Fatalf("result %+v, server sent %d", res, srv.sent.Load())
 	}
-	if ifRange.Load() != `"`+sum(data)[:16]+`"` {
+	if ifRange.Load() != `"`+guardtest.Sum(data)[:16]+`"` {
 		t.Fatalf("If-Range = %q", ifRange.Load())
 	}
 }
 
 func TestResumedPartialOfAnotherFile(t *testing.T) {
-	data := model(1 << 20)
+	data := guardtest.GGUF(1 << 20)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
 	r := request(t, srv.URL)
-	r.Size, r.SHA256 = int64(len(data)), sum(data)
-	other := model(1 << 19)
+	r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
+	other := guardtest.GGUF(1 << 19)
 	other[1000] ^= 1 // same start, different bytes: only the hash can tell
 	os.WriteFile(r.Dest+".partial", other, 0o644)
 	if _, err := fetch.Fetch(context.Background(), r); err != nil {
@@ -521,10 +522,10 @@ func TestResumedPartialOfAnotherFile(t *testing.T) {
 }
 
 func TestCompletePartialNeedsNoRequest(t *testing.T) {
-	data := model(10_000)
+	data := guardtest.GGUF(10_000)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
 	r := request(t, srv.URL)
-	r.Size, r.SHA256 = int64(len(data)), sum(data)
+	r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
 	os.WriteFile(r.Dest+".partial", data, 0o644)
 	if _, err := fetch.Fetch(context.Background(), r); err != nil {
 		t.Fatal(err)

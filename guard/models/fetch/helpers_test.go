@@ -2,8 +2,6 @@ package fetch_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,27 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
 )
-
-// model returns n bytes that start like a GGUF file.
-func model(n int) []byte {
-	b := make([]byte, n)
-	copy(b, "GGUF\x03\x00\x00\x00")
-	x := uint32(2463534242)
-	for i := 8; i < n; i++ {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		b[i] = byte(x)
-	}
-	return b
-}
-
-func sum(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
 
 // counter is a test server that counts requests, Range requests and body
 // bytes it sent.
@@ -73,7 +53,7 @@ func (w *countingWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 
 // content serves data with Range and If-Range support and an ETag.
 func content(w http.ResponseWriter, r *http.Request, data []byte) {
-	w.Header().Set("ETag", `"`+sum(data)[:16]+`"`)
+	w.Header().Set("ETag", `"`+guardtest.Sum(data)[:16]+`"`)
 	http.ServeContent(w, r, "m.gguf", time.Time{}, bytes.NewReader(data))
 }
 
@@ -81,7 +61,7 @@ func content(w http.ResponseWriter, r *http.Request, data []byte) {
 // drops the connection.
 func dropAfter(w http.ResponseWriter, data []byte, k int) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-	w.Header().Set("ETag", `"`+sum(data)[:16]+`"`)
+	w.Header().Set("ETag", `"`+guardtest.Sum(data)[:16]+`"`)
 	w.WriteHeader(http.StatusOK)
 	w.Write(data[:k])
 	w.(http.Flusher).Flush()
@@ -105,7 +85,7 @@ func mustFile(t *testing.T, path string, want []byte) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s: %d bytes, sha256 %s; want %d bytes, %s", path, len(got), sum(got)[:12], len(want), sum(want)[:12])
+		t.Fatalf("%s: %d bytes, sha256 %s; want %d bytes, %s", path, len(got), guardtest.Sum(got)[:12], len(want), guardtest.Sum(want)[:12])
 	}
 }
 

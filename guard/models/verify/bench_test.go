@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/models/verify"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkQuick(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := f.Write(gguf(64)); err != nil {
+			if _, err := f.Write(guardtest.GGUF(64)); err != nil {
 				b.Fatal(err)
 			}
 			if err := f.Truncate(size.n); err != nil { // sparse: no disk used
@@ -48,9 +49,7 @@ func BenchmarkQuick(b *testing.B) {
 
 func BenchmarkSum(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "m.gguf")
-	if err := os.WriteFile(path, gguf(64<<20), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	guardtest.WriteGGUF(b, path, 64<<20)
 	b.SetBytes(64 << 20)
 	for b.Loop() {
 		if _, err := verify.Sum(path); err != nil {

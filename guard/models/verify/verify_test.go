@@ -1,8 +1,6 @@
 package verify_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,22 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/models/verify"
 )
-
-func gguf(n int) []byte {
-	b := make([]byte, n)
-	copy(b, "GGUF\x03\x00\x00\x00")
-	for i := 8; i < n; i++ {
-		b[i] = byte(i * 7)
-	}
-	return b
-}
-
-func sum(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
 
 func write(t *testing.T, path string, b []byte) {
 	t.Helper()
@@ -91,7 +76,7 @@ func TestErrorBody(t *testing.T) {
 func TestQuick(t *testing.T) {
 	dir := t.TempDir()
 	stamps := filepath.Join(dir, "stamps")
-	good := gguf(4096)
+	good := guardtest.GGUF(4096)
 	path := filepath.Join(dir, "m.gguf")
 	write(t, path, good)
 
@@ -105,7 +90,7 @@ func TestQuick(t *testing.T) {
 		{"size ok unpinned", verify.Spec{Path: path, Size: 4096}, verify.Unverified},
 		{"shorter", verify.Spec{Path: path, Size: 8192}, verify.Truncated},
 		{"longer", verify.Spec{Path: path, Size: 100}, verify.Truncated},
-		{"pinned no stamp", verify.Spec{Path: path, Size: 4096, SHA256: sum(good)}, verify.Stale},
+		{"pinned no stamp", verify.Spec{Path: path, Size: 4096, SHA256: guardtest.Sum(good)}, verify.Stale},
 		{"directory", verify.Spec{Path: dir}, verify.NotGGUF},
 	}
 	for _, tt := range tests {
@@ -127,14 +112,14 @@ func TestQuick(t *testing.T) {
 func TestFullThenQuick(t *testing.T) {
 	dir := t.TempDir()
 	stamps := filepath.Join(dir, "stamps")
-	good := gguf(1 << 16)
+	good := guardtest.GGUF(1 << 16)
 	path := filepath.Join(dir, "m.gguf")
 	write(t, path, good)
-	spec := verify.Spec{Path: path, Size: int64(len(good)), SHA256: strings.ToUpper(sum(good))}
+	spec := verify.Spec{Path: path, Size: int64(len(good)), SHA256: strings.ToUpper(guardtest.Sum(good))}
 
 	st, got, err := verify.Full(spec, stamps)
-	if err != nil || st != verify.OK || got != sum(good) {
-		t.Fatalf("Full = %s %s %v, want ok %s", st, got, err, sum(good))
+	if err != nil || st != verify.OK || got != guardtest.Sum(good) {
+		t.Fatalf("Full = %s %s %v, want ok %s", st, got, err, guardtest.Sum(good))
 	}
 	if st := verify.Quick(spec, stamps); st != verify.OK {
 		t.Fatalf("Quick after Full = %s, want ok", st)
@@ -154,7 +139,7 @@ func TestFullThenQuick(t *testing.T) {
 		t.Fatalf("Quick after in-place rewrite = %s, want stale", st)
 	}
 	st, got, err = verify.Full(spec, stamps)
-	if err != nil || st != verify.HashMismatch || got != sum(bad) {
+	if err != nil || st != verify.HashMismatch || got != guardtest.Sum(bad) {
 		t.Fatalf("Full on changed file = %s %s %v, want hash-mismatch", st, got, err)
 	}
 	// The mismatch is remembered: no rehash needed to say so again.
@@ -172,7 +157,7 @@ func TestFullThenQuick(t *testing.T) {
 	if st := verify.Quick(spec, stamps); st != verify.Stale {
 		t.Fatalf("Quick after replace = %s, want stale", st)
 	}
-	if err := verify.WriteStamp(stamps, path, sum(good)); err != nil {
+	if err := verify.WriteStamp(stamps, path, guardtest.Sum(good)); err != nil {
 		t.Fatal(err)
 	}
 	if st := verify.Quick(spec, stamps); st != verify.OK {
@@ -190,10 +175,10 @@ func TestFullUnpinnedAndBad(t *testing.T) {
 	dir := t.TempDir()
 	stamps := filepath.Join(dir, "stamps")
 	path := filepath.Join(dir, "m.gguf")
-	b := gguf(1000)
+	b := guardtest.GGUF(1000)
 	write(t, path, b)
 	st, got, err := verify.Full(verify.Spec{Path: path, Size: 1000}, stamps)
-	if err != nil || st != verify.Unverified || got != sum(b) {
+	if err != nil || st != verify.Unverified || got != guardtest.Sum(b) {
 		t.Fatalf("Full unpinned = %s %s %v", st, got, err)
 	}
 	st, _, err = verify.Full(verify.Spec{Path: filepath.Join(dir, "x"), Size: 1}, stamps)
@@ -214,16 +199,16 @@ func TestFullUnpinnedAndBad(t *testing.T) {
 func TestStampIsPerPath(t *testing.T) {
 	dir := t.TempDir()
 	stamps := filepath.Join(dir, "stamps")
-	b := gguf(512)
+	b := guardtest.GGUF(512)
 	a, c := filepath.Join(dir, "a.gguf"), filepath.Join(dir, "c.gguf")
 	write(t, a, b)
 	if err := os.Link(a, c); err != nil {
 		t.Skip("hard links not supported:", err)
 	}
-	if err := verify.WriteStamp(stamps, a, sum(b)); err != nil {
+	if err := verify.WriteStamp(stamps, a, guardtest.Sum(b)); err != nil {
 		t.Fatal(err)
 	}
-	spec := verify.Spec{Path: c, Size: 512, SHA256: sum(b)}
+	spec := verify.Spec{Path: c, Size: 512, SHA256: guardtest.Sum(b)}
 	// c was never verified under its own name; the link count change also
 	// moved a's ctime, so a needs a rehash as well.
 	if st := verify.Quick(spec, stamps); st != verify.Stale {
@@ -233,11 +218,11 @@ func TestStampIsPerPath(t *testing.T) {
 
 func TestSum(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
-	b := gguf(3 << 20)
+	b := guardtest.GGUF(3 << 20)
 	write(t, path, b)
 	got, err := verify.Sum(path)
-	if err != nil || got != sum(b) {
-		t.Fatalf("Sum = %s %v, want %s", got, err, sum(b))
+	if err != nil || got != guardtest.Sum(b) {
+		t.Fatalf("Sum = %s %v, want %s", got, err, guardtest.Sum(b))
 	}
 	if _, err := verify.Sum(path + "x"); err == nil {
 		t.Fatal("Sum of a missing file: no error")
