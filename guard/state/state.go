@@ -23,10 +23,7 @@ type Layout struct {
 // binaries: what lets a healthy call skip a hash or an ELF walk.
 func (l Layout) Stamps() string { return filepath.Join(l.Dir, "stamps") }
 
-// Locks holds the heal locks.
-func (l Layout) Locks() string { return filepath.Join(l.Dir, "locks") }
-
-// Lock is the lock file named name (name.lock in Locks).
+// Lock is the heal lock named name: locks/name.lock.
 func (l Layout) Lock(name string) string { return filepath.Join(l.Dir, "locks", name+".lock") }
 
 // Prompts holds the prompt cache.

@@ -89,12 +89,3 @@ func writeStamp(stampDir, path, sum string, id identity) error {
 	}
 	return nil
 }
-
-// RemoveStamp forgets what was recorded for path.
-func RemoveStamp(stampDir, path string) error {
-	_, name := stampPath(stampDir, path)
-	if err := os.Remove(name); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("remove stamp: %w", err)
-	}
-	return nil
-}

@@ -141,20 +141,6 @@ func statusFor(s Spec, sum string) Status {
 	}
 }
 
-// Sum returns the hex sha256 of the file at path.
-func Sum(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("hash %s: %w", path, err)
-	}
-	defer f.Close()
-	sum, err := sumReader(f)
-	if err != nil {
-		return "", fmt.Errorf("hash %s: %w", path, err)
-	}
-	return sum, nil
-}
-
 // sumBuf is large so that a multi-GB model is read in few syscalls.
 const sumBuf = 1 << 20
 
