@@ -39,8 +39,8 @@ trap cleanup EXIT
 out=$tmp/bin
 mkdir -p "$out" "$tmp/realbin" "$tmp/home" "$tmp/state"
 
-# Same flags as a release build (DESIGN.md section 9): a cgo link alone
-# adds milliseconds a call.
+# Same flags as a release build (install.sh builds guard with them): a cgo
+# link alone adds milliseconds a call.
 build() {
 	CGO_ENABLED=0 go build -C "$root" -tags urfave_cli_no_docs -trimpath -ldflags "-s -w" -o "$1" "$2"
 }

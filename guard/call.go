@@ -19,7 +19,7 @@ import (
 )
 
 // Shim runs one call of the shim name with args (argv without argv[0]) and
-// returns the exit status of DESIGN §5.
+// returns its exit status (the README's "Exit status of a shim call").
 func Shim(name string, args []string, stderr io.Writer) int {
 	c, err := LoadConfig(stderr)
 	if err != nil {

@@ -32,8 +32,9 @@ type Config struct {
 	log *heallog.Log
 }
 
-// LoadConfig reads the environment (DESIGN §4) and the manifest. Environment
-// variables win over the manifest, which wins over the built-in defaults.
+// LoadConfig reads the environment (the README's "Environment and files")
+// and the manifest. Environment variables win over the manifest, which wins
+// over the built-in defaults.
 func LoadConfig(stderr io.Writer) (*Config, error) {
 	home := os.Getenv("HOME")
 	if home == "" {

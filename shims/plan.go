@@ -28,7 +28,7 @@ const (
 	AfterTimeout
 	// AfterFailure runs when the attempt before exited non-zero, died of a
 	// signal, could not start (missing binary), or exited 0 with nothing on
-	// stdout (llama-completion does that with stdout a pipe, DESIGN.md §9).
+	// stdout (llama-completion does that with stdout a pipe).
 	AfterFailure
 )
 

@@ -257,7 +257,7 @@ func (b *Builder) startRun(tool, name, dir, target, marker string, cloned bool, 
 
 // stepEnv is the steps' environment: the base one, plus ccache as the
 // compiler launcher when it is installed, which turns a rebuild of evicted
-// objects from minutes into seconds (DESIGN §9).
+// objects from minutes into seconds.
 func (b *Builder) stepEnv() []string {
 	env := b.baseEnv()
 	if _, ok := b.lookPath("ccache"); ok {

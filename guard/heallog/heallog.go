@@ -29,7 +29,7 @@ const DefaultMaxBytes = 5 << 20
 // Event is one heal event. Empty fields are left out of the JSON line.
 type Event struct {
 	Level      string // "info" (default), "warn" or "error"
-	Event      string // preflight, shim.recreate, model.download, ... (DESIGN §6)
+	Event      string // preflight, shim.recreate, model.download, ... (README: "Heal log events")
 	Tool       string
 	Target     string
 	Reason     string
