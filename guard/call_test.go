@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/runner"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -285,7 +286,7 @@ func TestRepairBringsBackEvictedShims(t *testing.T) {
 func TestRepairSaysWhenItCannotMend(t *testing.T) {
 	b := newBed(t, "[tools.jq]\n")
 	shims := filepath.Join(b.home, ".shim")
-	writeFile(t, shims, []byte("a file where the folder should be"))
+	guardtest.WriteFile(t, shims, "a file where the folder should be", 0o644)
 	b.e.Repair()
 	if !strings.Contains(b.stderr.String(), "guard: could not mend the shim folder") {
 		t.Errorf("stderr %q", b.stderr.String())

@@ -1,14 +1,15 @@
 package guard
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -81,7 +82,10 @@ func LoadConfig(w World) (*Config, error) {
 	if home == "" {
 		return nil, &guardError{err: errNoHome}
 	}
-	m, err := manifest.LoadCached("", home, envOr(w, "GUARD_STATE_DIR", filepath.Join(home, ".cache", "guard")))
+	// GUARD_STATE_DIR is read before the manifest, which may name another
+	// state folder: the decoded manifest must be found before it is read.
+	named := w.Getenv("GUARD_MANIFEST")
+	m, err := manifest.LoadDecoded(named, home, manifest.ExpandHome(envOr(w, "GUARD_STATE_DIR", manifest.DefaultStateDir), home))
 	if err != nil {
 		return nil, &guardError{err: err, hint: "fix the manifest (guard manifest check) or unset GUARD_MANIFEST"}
 	}
@@ -89,10 +93,10 @@ func LoadConfig(w World) (*Config, error) {
 		World:         w,
 		Home:          home,
 		M:             m,
-		ManifestPath:  manifest.UserPath(home),
-		ShimDir:       expandHome(envOr(w, "GUARD_SHIM_DIR", m.ShimDir), home),
-		StateDir:      expandHome(envOr(w, "GUARD_STATE_DIR", m.StateDir), home),
-		LogPath:       expandHome(envOr(w, "GUARD_LOG", m.Log), home),
+		ManifestPath:  cmp.Or(named, manifest.UserPath(home)),
+		ShimDir:       manifest.ExpandHome(envOr(w, "GUARD_SHIM_DIR", m.ShimDir), home),
+		StateDir:      manifest.ExpandHome(envOr(w, "GUARD_STATE_DIR", m.StateDir), home),
+		LogPath:       manifest.ExpandHome(envOr(w, "GUARD_LOG", m.Log), home),
 		Timeout:       parseTimeout(w.Getenv("GUARD_TIMEOUT")),
 		CacheOff:      w.Getenv("GUARD_CACHE") == "off",
 		Depth:         parseDepth(w.Getenv(depthVar)),
@@ -104,10 +108,10 @@ func LoadConfig(w World) (*Config, error) {
 	return c, nil
 }
 
-// Dir returns a folder below the state folder.
-func (c *Config) dir(name string) string { return filepath.Join(c.StateDir, name) }
+// State is the layout of guard's state folder.
+func (c *Config) State() state.Layout { return state.Layout{Dir: c.StateDir} }
 
-// ToolNames lists the tools guard links in the shim folder.
+// toolNames lists the tools guard links in the shim folder.
 func (c *Config) toolNames() []string {
 	names := make([]string, 0, len(c.M.Tools))
 	for name := range c.M.Tools {
@@ -116,7 +120,7 @@ func (c *Config) toolNames() []string {
 	return names
 }
 
-// Tool returns the manifest's entry for name, or a bare one for a name the
+// tool returns the manifest's entry for name, or a bare one for a name the
 // manifest does not know (a link made by hand: resolved and run, nothing
 // more).
 func (c *Config) tool(name string) *manifest.Tool {
@@ -131,16 +135,6 @@ func envOr(w World, name, def string) string {
 		return v
 	}
 	return def
-}
-
-func expandHome(p, home string) string {
-	if p == "~" {
-		return home
-	}
-	if len(p) > 1 && p[:2] == "~/" {
-		return filepath.Join(home, p[2:])
-	}
-	return p
 }
 
 // depthVar counts nested shim calls in the environment, so that two shim

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/runner"
 )
 
@@ -30,13 +31,19 @@ state_dir = "~/manifest-state"
 	if c.PathEnv != filepath.Join(b.dir, "bin") {
 		t.Errorf("PATH = %q", c.PathEnv)
 	}
+	if c.ManifestPath != filepath.Join(b.dir, "manifest.toml") {
+		t.Errorf("GUARD_MANIFEST does not name the user manifest: %q", c.ManifestPath)
+	}
+	c, err := LoadConfig(World{Env: []string{"HOME=" + b.home}})
+	if err != nil || c.ManifestPath != filepath.Join(b.home, ".config/guard/manifest.toml") || c.M.Source != "(embedded default)" {
+		t.Errorf("without GUARD_MANIFEST: %v, %q, %q", err, c.ManifestPath, c.M.Source)
+	}
 }
 
 func TestLoadConfigManifestPathsExpandHome(t *testing.T) {
 	dir := t.TempDir()
 	mf := filepath.Join(dir, "m.toml")
-	writeFile(t, mf, []byte("log = \"~/l.log\"\nshim_dir = \"~/s\"\nstate_dir = \"~\"\n"))
-	t.Setenv("GUARD_MANIFEST", mf)
+	guardtest.WriteFile(t, mf, "log = \"~/l.log\"\nshim_dir = \"~/s\"\nstate_dir = \"~\"\n", 0o644)
 	c, err := LoadConfig(World{Env: []string{"HOME=" + dir, "GUARD_MANIFEST=" + mf}})
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +60,7 @@ func TestLoadConfigFailures(t *testing.T) {
 	}
 	dir := t.TempDir()
 	mf := filepath.Join(dir, "m.toml")
-	writeFile(t, mf, []byte("[tools.jq]\ntimout = \"5s\"\n"))
-	t.Setenv("GUARD_MANIFEST", mf)
+	guardtest.WriteFile(t, mf, "[tools.jq]\ntimout = \"5s\"\n", 0o644)
 	_, err = LoadConfig(World{Env: []string{"HOME=" + dir, "GUARD_MANIFEST=" + mf}})
 	if ExitStatus(err) != runner.StatusGuardFailed || !strings.Contains(err.Error(), "m.toml:2") ||
 		!strings.HasSuffix(err.Error(), "\nfix the manifest (guard manifest check) or unset GUARD_MANIFEST") {

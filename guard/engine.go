@@ -79,12 +79,13 @@ func (e *Engine) Repair() {
 // builder is the build and package healer over guard's state folder.
 func (e *Engine) builder() *builds.Builder {
 	return &builds.Builder{
-		StateDir:    e.c.StateDir,
-		Log:         e.Event,
-		Stderr:      e.c.Stderr,
-		Packages:    e.c.M.Packages,
-		HealTimeout: e.c.M.Budget.Heal.D(),
-		Env:         e.c.Env,
+		StateDir:      e.c.StateDir,
+		Log:           e.Event,
+		Stderr:        e.c.Stderr,
+		Packages:      e.c.M.Packages,
+		HealTimeout:   e.c.M.Budget.Heal.D(),
+		Env:           e.c.Env,
+		ProgressEvery: e.c.ProgressEvery,
 	}
 }
 

@@ -3,7 +3,6 @@ package guard
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -52,7 +51,6 @@ func newBed(t *testing.T, manifestTOML string, env ...string) *testBed {
 	if err := os.WriteFile(mf, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("GUARD_MANIFEST", mf) // the manifest package still reads it itself
 	w := World{
 		Env: append([]string{
 			"HOME=" + b.home,
@@ -167,25 +165,4 @@ func (b *testBed) event(name string) map[string]any {
 	}
 	b.t.Fatalf("no %s event in the log", name)
 	return nil
-}
-
-// gguf is a valid GGUF file of exactly size bytes.
-func gguf(size int) []byte {
-	b := make([]byte, size)
-	copy(b, "GGUF")
-	binary.LittleEndian.PutUint32(b[4:], 3)
-	for i := 8; i < size; i++ {
-		b[i] = byte(i)
-	}
-	return b
-}
-
-func writeFile(t *testing.T, path string, data []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }

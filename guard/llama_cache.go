@@ -3,8 +3,8 @@ package guard
 import (
 	"path/filepath"
 
-	"github.com/sandbox-guard/guard/guard/cache"
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/promptcache"
 	"github.com/sandbox-guard/guard/guard/runner"
 	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/shims"
@@ -17,7 +17,7 @@ import (
 // that answered before, after the attempts that failed before are tried
 // again, and the answer names the model it really came from.
 type promptCache struct {
-	store    *cache.Store
+	store    *promptcache.Store
 	fileText string // text of the call's -f file, part of every key
 }
 
@@ -29,10 +29,10 @@ func (e *Engine) promptCache(tool *manifest.Tool, fileText string) *promptCache 
 }
 
 // cachedAnswer looks attempt a up and logs a hit.
-func (e *Engine) cachedAnswer(pc *promptCache, name string, a shims.Attempt, n int) (cache.Entry, bool) {
+func (e *Engine) cachedAnswer(pc *promptCache, name string, a shims.Attempt, n int) (promptcache.Entry, bool) {
 	key := e.cacheKey(pc, a)
 	if key == "" {
-		return cache.Entry{}, false
+		return promptcache.Entry{}, false
 	}
 	entry, ok, _ := pc.store.Get(key)
 	if ok {
@@ -51,7 +51,7 @@ func (e *Engine) storeAnswer(pc *promptCache, name string, a shims.Attempt, res 
 		return
 	}
 	ev := heallog.Event{Event: "cache.store", Tool: name, Target: a.Model, Bytes: int64(len(res.Stdout)), Result: "ok"}
-	if err := pc.store.Put(key, cache.Entry{Stdout: res.Stdout, Seconds: res.Elapsed.Seconds()}); err != nil {
+	if err := pc.store.Put(key, promptcache.Entry{Stdout: res.Stdout, Seconds: res.Elapsed.Seconds()}); err != nil {
 		ev.Level, ev.Result, ev.Reason = "warn", "skipped", err.Error()
 	}
 	e.Event(ev)
@@ -67,7 +67,7 @@ func (e *Engine) cacheKey(pc *promptCache, a shims.Attempt) string {
 	if m := e.c.M.ModelByFile(filepath.Base(a.Model)); m != nil {
 		pinned = m.SHA256
 	}
-	id, err := cache.ModelID(a.Model, pinned)
+	id, err := promptcache.ModelID(a.Model, pinned)
 	if err != nil {
 		return ""
 	}
@@ -78,14 +78,14 @@ func (e *Engine) cacheKey(pc *promptCache, a shims.Attempt) string {
 		}
 		args[i] = arg
 	}
-	in := cache.KeyInput{Tool: a.Tool, ModelID: id, Args: args}
+	in := promptcache.KeyInput{Tool: a.Tool, ModelID: id, Args: args}
 	if pc.fileText != "" {
 		in.FileText = []byte(pc.fileText)
 	}
-	return cache.Key(in)
+	return promptcache.Key(in)
 }
 
 // PromptCache is the prompt cache in guard's state folder.
-func (e *Engine) PromptCache() *cache.Store {
-	return &cache.Store{Dir: e.c.dir("prompts"), MaxBytes: e.c.M.Cache.MaxBytes, TTL: e.c.M.Cache.TTL.D()}
+func (e *Engine) PromptCache() *promptcache.Store {
+	return &promptcache.Store{Dir: e.c.State().Prompts(), MaxBytes: e.c.M.Cache.MaxBytes, TTL: e.c.M.Cache.TTL.D()}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/runner"
 )
 
@@ -52,9 +53,9 @@ func llamaBed(t *testing.T, env ...string) *testBed {
 	b := newBed(t, llamaManifest, env...)
 	b.tool("bin/llama-completion")
 	b.tool("bin/llama-simple")
-	writeFile(t, filepath.Join(b.dir, "mirror/fast.gguf"), gguf(64))
-	writeFile(t, filepath.Join(b.dir, "mirror/q3.gguf"), gguf(96))
-	writeFile(t, filepath.Join(b.dir, "models/fast.gguf"), gguf(64))
+	guardtest.WriteGGUF(t, filepath.Join(b.dir, "mirror/fast.gguf"), 64)
+	guardtest.WriteGGUF(t, filepath.Join(b.dir, "mirror/q3.gguf"), 96)
+	guardtest.WriteGGUF(t, filepath.Join(b.dir, "models/fast.gguf"), 64)
 	return b
 }
 
@@ -172,7 +173,7 @@ func TestLlamaEveryAttemptFailedIsExit2(t *testing.T) {
 
 func TestLlamaSingleAttemptStreamsAndSaysWhenEmpty(t *testing.T) {
 	b := llamaBed(t)
-	writeFile(t, b.model("q3.gguf"), gguf(96))
+	guardtest.WriteGGUF(t, b.model("q3.gguf"), 96)
 	b.runs = []runner.Result{{Outcome: runner.Exited}}
 	args := []string{"-m", b.model("q3.gguf"), "hello"} // q3 has no timeout fallback
 	if got := b.e.call(context.Background(), "llama-simple", args); got != 0 {
@@ -234,14 +235,14 @@ func TestLlamaModelProblems(t *testing.T) {
 		t.Errorf("stderr %q", b.stderr.String())
 	}
 	b.stderr.Reset()
-	writeFile(t, unknown, []byte("<html>not a model</html>"))
+	guardtest.WriteFile(t, unknown, "<html>not a model</html>", 0o644)
 	if got := b.e.call(context.Background(), "llama-completion", []string{"-m", unknown, "-p", "x"}); got != 127 {
 		t.Errorf("unknown bad model: status %d", got)
 	}
 	if !strings.Contains(b.stderr.String(), "(the manifest does not know this file, so guard cannot fetch it)") {
 		t.Errorf("stderr %q", b.stderr.String())
 	}
-	writeFile(t, unknown, gguf(32))
+	guardtest.WriteGGUF(t, unknown, 32)
 	b.runs = []runner.Result{answer("ok\n")}
 	if got := b.e.call(context.Background(), "llama-completion", []string{"-m", unknown, "-p", "x"}); got != 0 {
 		t.Errorf("unknown good model: status %d", got)
@@ -276,11 +277,11 @@ func TestLlamaCallsGuardCannotPlanRunDirect(t *testing.T) {
 func TestLlamaPromptFileIsPartOfTheKey(t *testing.T) {
 	b := llamaBed(t)
 	prompt := filepath.Join(b.dir, "prompt.txt")
-	writeFile(t, prompt, []byte("one"))
+	guardtest.WriteFile(t, prompt, "one", 0o644)
 	b.onRun = func(s runner.Spec) runner.Result { return answer("answer " + string(rune('0'+len(b.specs))) + "\n") }
 	args := []string{"-m", b.model("fast.gguf"), "-f", prompt}
 	b.e.call(context.Background(), "llama-completion", args)
-	writeFile(t, prompt, []byte("two"))
+	guardtest.WriteFile(t, prompt, "two", 0o644)
 	b.e.call(context.Background(), "llama-completion", args)
 	if len(b.specs) != 2 || b.stdout.String() != "answer 1\nanswer 2\n" {
 		t.Errorf("%d runs, stdout %q", len(b.specs), b.stdout.String())

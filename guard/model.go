@@ -14,11 +14,12 @@ import (
 // the memory of failed heals.
 func (e *Engine) Models() *models.Healer {
 	return &models.Healer{
-		StateDir:    e.c.StateDir,
-		Log:         e.Event,
-		Stderr:      e.c.Stderr,
-		HealTimeout: e.c.M.Budget.Heal.D(),
-		Token:       e.c.HFToken,
+		StateDir:      e.c.StateDir,
+		Log:           e.Event,
+		Stderr:        e.c.Stderr,
+		HealTimeout:   e.c.M.Budget.Heal.D(),
+		Token:         e.c.HFToken,
+		ProgressEvery: e.c.ProgressEvery,
 	}
 }
 

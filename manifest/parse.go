@@ -30,21 +30,18 @@ const (
 	DefaultCacheBytes = 256 << 20
 )
 
-// UserPath returns where the user's manifest lives: $GUARD_MANIFEST when
-// set, else home/.config/guard/manifest.toml.
+// UserPath returns where the user's manifest lives when nothing names
+// another: home/.config/guard/manifest.toml.
 func UserPath(home string) string {
-	if p := os.Getenv("GUARD_MANIFEST"); p != "" {
-		return p
-	}
 	return filepath.Join(home, ".config", "guard", "manifest.toml")
 }
 
 // Load reads and parses the manifest at path. With path "" it reads
 // UserPath(home) and, when that file does not exist, the embedded default;
-// a GUARD_MANIFEST that names a missing file is an error, because the user
-// asked for that file.
+// a path that names a missing file (GUARD_MANIFEST, a FILE argument) is an
+// error, because the user asked for that file.
 func Load(path, home string) (*Manifest, error) {
-	explicit := path != "" || os.Getenv("GUARD_MANIFEST") != ""
+	explicit := path != ""
 	if path == "" {
 		path = UserPath(home)
 	}
@@ -131,15 +128,7 @@ func (m *Manifest) expand(home string) {
 	if home == "" {
 		return
 	}
-	x := func(p string) string {
-		if p == "~" {
-			return home
-		}
-		if rest, ok := strings.CutPrefix(p, "~/"); ok {
-			return filepath.Join(home, rest)
-		}
-		return p
-	}
+	x := func(p string) string { return ExpandHome(p, home) }
 	m.Log = x(m.Log)
 	m.ShimDir = x(m.ShimDir)
 	m.ModelsDir = x(m.ModelsDir)
@@ -155,6 +144,24 @@ func (m *Manifest) expand(home string) {
 			a.Files[i] = x(f)
 		}
 	}
+}
+
+// ExpandHome replaces a leading "~" in p with home: "~" is home, "~/x" is
+// x below home, anything else is p. It is the one reading of "~" in guard,
+// for the manifest's paths and for paths from the environment alike. With
+// home "" a path under "~/" has no answer and becomes "", so a caller
+// never takes it for a path in the current folder.
+func ExpandHome(p, home string) string {
+	if p == "~" {
+		return home
+	}
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home == "" {
+			return ""
+		}
+		return filepath.Join(home, rest)
+	}
+	return p
 }
 
 // decodeError turns a BurntSushi error into an *Error. Syntax errors are

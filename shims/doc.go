@@ -7,8 +7,8 @@
 // arrives as parameters so that every rule can be table-tested and fuzzed,
 // and so that the engine (package guard) stays the only place with effects.
 //
-// The grammars follow the real tools, read from their sources and measured
-// (DESIGN.md §9): npm 11's bin/npx-cli.js for where npx's own options end,
-// llama.cpp's common/arg.cpp for llama-completion, and examples/simple for
+// The grammars follow the real tools, read from their sources and measured:
+// npm 11's bin/npx-cli.js for where npx's own options end, llama.cpp's
+// common/arg.cpp for llama-completion, and examples/simple for
 // llama-simple's three options followed by a free-text prompt.
 package shims

@@ -12,3 +12,9 @@ func HasStrayWord(args []string) bool {
 	}
 	return false
 }
+
+// NonInteractive is nonInteractive without the flags it took out.
+func NonInteractive(args []string, call LlamaCall, stdinTTY bool) []string {
+	out, _ := nonInteractive(args, call, stdinTTY)
+	return out
+}

@@ -89,25 +89,19 @@ func ParseSimple(args []string) (LlamaCall, error) {
 	return call, nil
 }
 
-// NonInteractive makes a llama-completion call finish on its own. Every
+// nonInteractive makes a llama-completion call finish on its own. Every
 // instruct model has a chat template, and with one llama-completion enters
 // conversation mode and waits on stdin forever when stdin is an open pipe;
-// -no-cnv makes it exit (DESIGN.md §9). So -no-cnv is appended unless the
-// conversation mode already ends up off (the last of -cnv/-no-cnv is
-// -no-cnv), or the caller asked for conversation or interactive mode AND
-// stdinTTY says a person is there to answer.
+// -no-cnv makes it exit. So -no-cnv is appended unless the conversation
+// mode already ends up off (the last of -cnv/-no-cnv is -no-cnv), or the
+// caller asked for conversation or interactive mode AND stdinTTY says a
+// person is there to answer.
 //
 // Without a terminal, -i/--interactive and -if/--interactive-first are taken
 // out as well: -no-cnv does not switch them off and they wait on stdin in the
 // same way. Arguments llama-completion would refuse anyway (a flag missing
 // its value) are returned unchanged, so that a trailing "-p" never swallows
-// the added flag as its prompt.
-func NonInteractive(args []string, call LlamaCall, stdinTTY bool) []string {
-	out, _ := nonInteractive(args, call, stdinTTY)
-	return out
-}
-
-// nonInteractive is NonInteractive that also returns the flags it took out.
+// the added flag as its prompt. dropped is the flags it took out.
 func nonInteractive(args []string, call LlamaCall, stdinTTY bool) (out, dropped []string) {
 	out = append([]string(nil), args...)
 	if call.Interactive && stdinTTY {

@@ -28,7 +28,7 @@ const (
 	AfterTimeout
 	// AfterFailure runs when the attempt before exited non-zero, died of a
 	// signal, could not start (missing binary), or exited 0 with nothing on
-	// stdout (llama-completion does that with stdout a pipe, DESIGN.md §9).
+	// stdout (llama-completion does that with stdout a pipe).
 	AfterFailure
 )
 
@@ -84,7 +84,7 @@ type LlamaPlanInput struct {
 //
 //  1. First: the call as given, with the model path from Model.Path (when
 //     set), and for llama-completion the manifest defaults the caller did not
-//     set plus NonInteractive's -no-cnv. llama-simple gets neither: it has no
+//     set plus nonInteractive's -no-cnv. llama-simple gets neither: it has no
 //     conversation mode and would read any flag but -m/-n/-ngl as prompt
 //     text. Budget from the model.
 //  2. AfterTimeout, when Model.FallbackPath is set and differs from the

@@ -28,13 +28,13 @@ type goBench struct {
 
 var goBenches = []goBench{
 	{"Model fast path: 2 GB sparse file against 1 KB (goal: within 1.1x), and sha256 throughput",
-		[]string{"-bench", "Quick|Sum", "-benchtime", "2000x", "./manifest/verify/"}},
+		[]string{"-bench", "Quick|Sum", "-benchtime", "2000x", "./guard/models/verify/"}},
 	{"Binary health check on a healthy call (stamped) and without its stamp",
 		[]string{"-bench", "CheckBinary", "-benchtime", "2000x", "./guard/builds/"}},
 	{"Manifest: TOML decode against the decoded-manifest cache a shim call uses",
-		[]string{"-bench", "ParseDefault|LoadCached", "-benchtime", "2000x", "./manifest/"}},
+		[]string{"-bench", "ParseDefault|LoadDecoded", "-benchtime", "2000x", "./manifest/"}},
 	{"Prompt cache: a hit, a miss, the key",
-		[]string{"-bench", ".", "-benchtime", "2000x", "./guard/cache/"}},
+		[]string{"-bench", ".", "-benchtime", "2000x", "./guard/promptcache/"}},
 	{"Supervised run of /bin/true against plain os/exec",
 		[]string{"-bench", ".", "-benchtime", "300x", "./guard/runner/"}},
 }

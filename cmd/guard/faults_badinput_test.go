@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-guard/guard/guard"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // The bad-input table: each case gives the real guard (through its shim
@@ -168,7 +169,7 @@ type badCase struct {
 const badModelSize = 64 << 10
 
 func TestBadInput(t *testing.T) {
-	model := faultGGUF(badModelSize)
+	model := guardtest.GGUF(badModelSize)
 	srv := badServer(t, model)
 	mounts := canMount(t)
 
@@ -420,6 +421,13 @@ func buildWithLib(t *testing.T, dir string) string {
 	return filepath.Join(dir, "libtool")
 }
 
+// nilMapWrite is what the runtime panics with on a write to a nil map: a
+// runtime.Error whose text is the runtime's own.
+type nilMapWrite struct{}
+
+func (nilMapWrite) Error() string { return "assignment to entry in nil map" }
+func (nilMapWrite) RuntimeError() {}
+
 // A panic anywhere on the call's goroutine becomes exit 125, a message that
 // says it is guard's own bug, and an error event in the heal log. (guard
 // has no hidden trigger for a panic, so this calls the deferred Recover the
@@ -435,9 +443,7 @@ func TestRecoverTurnsPanicInto125(t *testing.T) {
 	os.Stderr = w
 	status := func() (status int) {
 		defer guard.Recover(&status, world())
-		var m map[string]int
-		m["boom"]++ // a real runtime panic, not a string
-		return 0
+		panic(nilMapWrite{}) // an error value, as the runtime panics with, not a string
 	}()
 	os.Stderr = stderr
 	w.Close()

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // runParallel starts every call at once (they line up on a barrier) and
@@ -89,9 +91,7 @@ for a in "$@"; do [ "$prev" = -p ] && p=$a; prev=$a; done
 echo "completion $p"`)
 	e.Tool("llama-simple", `for a in "$@"; do last=$a; done; echo "simple $last"`)
 	model := filepath.Join(e.Home, "m.gguf")
-	if err := os.WriteFile(model, faultGGUF(64), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	guardtest.WriteGGUF(t, model, 64)
 	alt := filepath.Join(e.Dir, "alt")
 	if err := os.MkdirAll(alt, 0o755); err != nil {
 		t.Fatal(err)

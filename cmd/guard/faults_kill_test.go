@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-guard/guard/guard/cache"
+	"github.com/sandbox-guard/guard/guard/guardtest"
+	"github.com/sandbox-guard/guard/guard/promptcache"
 )
 
 // The kill campaign: guard is SIGKILLed, with its whole session (what a
@@ -197,9 +198,7 @@ sleep 0.03
 echo "part 3 of $p"
 `)
 	model := filepath.Join(e.Home, "m.gguf")
-	if err := os.WriteFile(model, faultGGUF(4096), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	guardtest.WriteGGUF(t, model, 4096)
 	call := func(p string) []string { return []string{"-m", model, "-p", p, "-n", "8"} }
 	want := func(p string) string { return fmt.Sprintf("answer to %s, part 1\npart 2\npart 3 of %s\n", p, p) }
 
@@ -213,7 +212,7 @@ echo "part 3 of $p"
 		}
 		span = r.Elapsed * 11 / 10
 	}
-	store := &cache.Store{Dir: filepath.Join(e.StateDir, "prompts")}
+	store := &promptcache.Store{Dir: filepath.Join(e.StateDir, "prompts")}
 	hexKey := regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 	var killed, stored, hits int
@@ -300,9 +299,7 @@ func newBuildEnv(t *testing.T, manifest string) *faultEnv {
 	if err := os.CopyFS(filepath.Join(e.Home, "llama.cpp"), os.DirFS(filepath.Join(repoRoot(), "testdata", "cmake-fixture"))); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(e.Home, "m.gguf"), faultGGUF(64), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	guardtest.WriteGGUF(t, filepath.Join(e.Home, "m.gguf"), 64)
 	return e
 }
 

@@ -2,14 +2,14 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // faultModelServer serves one GGUF file at /m.gguf, slowly enough that a kill
@@ -27,9 +27,8 @@ type faultModelServer struct {
 }
 
 func newFaultModelServer(t testing.TB, size, rate int) *faultModelServer {
-	s := &faultModelServer{Data: faultGGUF(size), rate: rate}
-	sum := sha256.Sum256(s.Data)
-	s.SHA256 = hex.EncodeToString(sum[:])
+	s := &faultModelServer{Data: guardtest.GGUF(size), rate: rate}
+	s.SHA256 = guardtest.Sum(s.Data)
 	modTime := time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/m.gguf" {
@@ -85,20 +84,4 @@ func (p *faultPacedWriter) Write(b []byte) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// faultGGUF is a valid GGUF header (version 3) followed by a pattern no
-// prefix of which repeats at a small shift, so a resume at a wrong offset
-// is seen.
-func faultGGUF(size int) []byte {
-	b := make([]byte, size)
-	copy(b, "GGUF\x03\x00\x00\x00")
-	x := uint32(2463534242)
-	for i := 8; i < size; i++ {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		b[i] = byte(x)
-	}
-	return b
 }

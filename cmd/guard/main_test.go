@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // TestMain lets the test binary be guard. testscript runs it as "guard";
@@ -142,7 +143,7 @@ func cmdGGUF(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil || size < 8 {
 		ts.Fatalf("gguf: bad size %q", args[1])
 	}
-	ts.Check(os.WriteFile(ts.MkAbs(args[0]), ggufBody(size), 0o644))
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), guardtest.GGUF(size), 0o644))
 }
 
 // waitfile PATH [SECONDS]: wait until PATH exists (default 10 s).

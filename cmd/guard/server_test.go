@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // A download server that misbehaves on purpose, one per script, at
@@ -83,17 +82,6 @@ func startModelServer(e *testscript.Env) error {
 	return nil
 }
 
-// ggufBody is what the gguf command writes and the test server serves:
-// magic, version 3, then byte(i*7).
-func ggufBody(size int) []byte {
-	b := make([]byte, size)
-	copy(b, "GGUF\x03\x00\x00\x00")
-	for i := 8; i < size; i++ {
-		b[i] = byte(i * 7)
-	}
-	return b
-}
-
 func (s *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		http.Error(w, "GET only", http.StatusMethodNotAllowed)
@@ -110,7 +98,7 @@ func (s *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cw := &countingWriter{ResponseWriter: w, s: s, path: r.URL.Path}
-	body := ggufBody(size)
+	body := guardtest.GGUF(size) // what the gguf command writes
 	switch kind := parts[0]; {
 	case kind == "ok",
 		kind == "404once" && !first, kind == "429once" && !first, kind == "500once" && !first,
@@ -178,7 +166,7 @@ func orDash(s string) string {
 // serveFile serves body with Range support and a strong validator, as the
 // Hugging Face CDN does.
 func serveFile(w http.ResponseWriter, r *http.Request, body []byte) {
-	w.Header().Set("ETag", fmt.Sprintf(`"%x"`, sha256.Sum256(body)))
+	w.Header().Set("ETag", `"`+guardtest.Sum(body)+`"`)
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 }
 
@@ -299,8 +287,7 @@ func cmdSHA256Env(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 || neg {
 		ts.Fatalf("usage: sha256env FILE VAR")
 	}
-	sum := sha256.Sum256([]byte(ts.ReadFile(args[0])))
-	ts.Setenv(args[1], hex.EncodeToString(sum[:]))
+	ts.Setenv(args[1], guardtest.Sum([]byte(ts.ReadFile(args[0]))))
 }
 
 // waitsize FILE MIN [SECONDS]: wait until FILE holds at least MIN bytes

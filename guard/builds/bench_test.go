@@ -12,12 +12,12 @@ import (
 func BenchmarkCheckBinaryHealthy(b *testing.B) {
 	bin := filepath.Join(copyFixtureBinB(b), "llama-completion")
 	stamps := b.TempDir()
-	if h := builds.CheckBinary(bin, stamps); !h.OK {
+	if h := builds.CheckBinary(bin, stamps, ""); !h.OK {
 		b.Fatal(h)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if !builds.CheckBinary(bin, stamps).OK {
+		if !builds.CheckBinary(bin, stamps, "").OK {
 			b.Fatal("unhealthy")
 		}
 	}
@@ -28,7 +28,7 @@ func BenchmarkCheckBinaryUnstamped(b *testing.B) {
 	bin := filepath.Join(copyFixtureBinB(b), "llama-completion")
 	b.ReportAllocs()
 	for b.Loop() {
-		if !builds.CheckBinary(bin, "").OK {
+		if !builds.CheckBinary(bin, "", "").OK {
 			b.Fatal("unhealthy")
 		}
 	}

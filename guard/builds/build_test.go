@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -40,14 +41,14 @@ func TestBuildHealsFixture(t *testing.T) {
 		if err := b.Build(ctx, "llama-completion", rec, target); err != nil {
 			t.Fatalf("Build: %v\nstderr:\n%s", err, stderr.String())
 		}
-		if h := builds.CheckBinary(target, b.StampDir()); !h.OK {
+		if h := builds.CheckBinary(target, b.StampDir(), ""); !h.OK {
 			t.Fatalf("after Build: %+v", h)
 		}
 		out, err := exec.Command(target, "-p", "hi there").Output()
 		if err != nil || string(out) != "arg: -p\narg: hi there\nlib: libfixture loaded by llama-completion\n" {
 			t.Fatalf("rebuilt tool: %v %q", err, out)
 		}
-		ev := evs.named("binary.rebuild")
+		ev := evs.Named("binary.rebuild")
 		if len(ev) == 0 {
 			t.Fatal("no binary.rebuild event")
 		}
@@ -68,7 +69,7 @@ func TestBuildHealsFixture(t *testing.T) {
 		if err := os.Remove(filepath.Join(src, "build", "bin", "libfixture.so")); err != nil {
 			t.Fatal(err)
 		}
-		if h := builds.CheckBinary(target, b.StampDir()); h.OK || h.Reason != "missing library libfixture.so" {
+		if h := builds.CheckBinary(target, b.StampDir(), ""); h.OK || h.Reason != "missing library libfixture.so" {
 			t.Fatalf("evicted library not detected: %+v", h)
 		}
 		build(t, "missing library libfixture.so")
@@ -115,7 +116,7 @@ func TestBuildHealsFixture(t *testing.T) {
 		if !strings.Contains(stderr.String(), "guard: another process is building fixture; waiting") {
 			t.Fatalf("no waiter notice on stderr:\n%s", stderr.String())
 		}
-		if len(evs.named("lock.wait")) == 0 {
+		if len(evs.Named("lock.wait")) == 0 {
 			t.Fatal("no lock.wait event")
 		}
 	})
@@ -147,7 +148,7 @@ func TestBuildFailingStep(t *testing.T) {
 	if !strings.Contains(string(log), "compiling something") || strings.Contains(string(log), "never runs") {
 		t.Fatalf("build log:\n%s", log)
 	}
-	if ev := evs.named("binary.rebuild"); len(ev) != 1 || ev[0].Result != "failed" || ev[0].Reason != "missing" {
+	if ev := evs.Named("binary.rebuild"); len(ev) != 1 || ev[0].Result != "failed" || ev[0].Reason != "missing" {
 		t.Fatalf("events = %+v", ev)
 	}
 }
@@ -172,7 +173,7 @@ func TestBuildTimeoutKillsProcessGroup(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "grandchild.pid")
 	// The whole group ignores SIGTERM, so only the SIGKILL escalation ends it.
-	writeFile(t, filepath.Join(dir, "slow.sh"), "trap '' TERM\nsleep 30 &\necho $! > "+pidFile+"\necho started\nwait\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "slow.sh"), "trap '' TERM\nsleep 30 &\necho $! > "+pidFile+"\necho started\nwait\n", 0o644)
 	b, _, evs := newBuilder(t, "")
 	b.HealTimeout = 300 * time.Millisecond
 	rec := &manifest.Build{Name: "slow", Dir: dir, Steps: [][]string{{"sh", "slow.sh"}}}
@@ -187,7 +188,7 @@ func TestBuildTimeoutKillsProcessGroup(t *testing.T) {
 	if !strings.Contains(err.Error(), "heal timeout") {
 		t.Fatalf("message: %v", err)
 	}
-	if ev := evs.named("binary.rebuild"); len(ev) != 1 || ev[0].Result != "timeout" {
+	if ev := evs.Named("binary.rebuild"); len(ev) != 1 || ev[0].Result != "timeout" {
 		t.Fatalf("events = %+v", ev)
 	}
 	data, rerr := os.ReadFile(pidFile)
@@ -262,7 +263,7 @@ func TestBuildSourceMissing(t *testing.T) {
 			t.Fatal("git is not installed; this test needs it: apt-get install -y git")
 		}
 		repo := filepath.Join(t.TempDir(), "repo")
-		writeFile(t, filepath.Join(repo, "make-tool.sh"), "mkdir -p out\nprintf '#!/bin/sh\\necho built\\n' > out/tool\nchmod 755 out/tool\n", 0o644)
+		guardtest.WriteFile(t, filepath.Join(repo, "make-tool.sh"), "mkdir -p out\nprintf '#!/bin/sh\\necho built\\n' > out/tool\nchmod 755 out/tool\n", 0o644)
 		b, _, _ := newBuilder(t, "")
 		for _, argv := range [][]string{
 			{"git", "init", "-q"},
@@ -290,7 +291,7 @@ func TestBuildCcacheLauncher(t *testing.T) {
 			t.Fatal(err)
 		}
 		if withCcache {
-			writeFile(t, filepath.Join(bin, "ccache"), "#!/bin/sh\nexec \"$@\"\n", 0o755)
+			guardtest.WriteFile(t, filepath.Join(bin, "ccache"), "#!/bin/sh\nexec \"$@\"\n", 0o755)
 		}
 		b, _, _ := newBuilder(t, bin)
 		rec := &manifest.Build{Name: "env", Dir: t.TempDir(), Steps: [][]string{{"env"}}}
@@ -322,10 +323,10 @@ func TestBuildBadRecipes(t *testing.T) {
 }
 
 func TestBuildShowsProgress(t *testing.T) {
-	t.Setenv("GUARD_PROGRESS_EVERY", "20ms")
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "step.sh"), "echo '[ 50%] Building C object main.c.o'\nsleep 1\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "step.sh"), "echo '[ 50%] Building C object main.c.o'\nsleep 1\n", 0o644)
 	b, stderr, _ := newBuilder(t, "")
+	b.ProgressEvery = 20 * time.Millisecond
 	rec := &manifest.Build{Name: "prog", Dir: dir, Steps: [][]string{{"true"}, {"sh", "step.sh"}}}
 	if err := b.Build(context.Background(), "x", rec, ""); err != nil {
 		t.Fatal(err)

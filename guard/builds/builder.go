@@ -1,8 +1,7 @@
 // Package builds heals evicted binaries: it checks cheaply that a binary and
 // the shared libraries it loads are all there (CheckBinary), rebuilds it from
 // its manifest recipe under a per-build lock when they are not (Builder.Build),
-// installs the Debian packages a recipe needs, and tells whether a tool's
-// credentials are present (CheckAuth).
+// and installs the Debian packages a recipe needs.
 //
 // A rebuild is visible (a progress line on stderr, the full output in
 // STATE/builds/NAME.log) and bounded (the heal timeout kills the step's whole
@@ -28,6 +27,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -38,18 +38,21 @@ type Builder struct {
 	Stderr      io.Writer           // progress and notices; nil discards
 	Packages    map[string]string   // command -> Debian package (manifest [packages])
 	HealTimeout time.Duration       // bound on a build or install, lock wait included; 0 = none
-	Env         []string            // base environment for steps; nil = os.Environ()
+	// ProgressEvery is how often a progress line is printed off a
+	// terminal; 0 is progress.DefaultEvery.
+	ProgressEvery time.Duration
+	Env           []string // base environment for steps; nil = os.Environ()
 }
+
+func (b *Builder) layout() state.Layout { return state.Layout{Dir: b.StateDir} }
 
 // StampDir is where CheckBinary stamps live; callers checking a binary on the
 // fast path should pass the same folder.
-func (b *Builder) StampDir() string {
-	return filepath.Join(b.StateDir, "stamps")
-}
+func (b *Builder) StampDir() string { return b.layout().Stamps() }
 
 // LogPath is the build log of the recipe named name.
 func (b *Builder) LogPath(name string) string {
-	return filepath.Join(b.StateDir, "builds", safeName(name)+".log")
+	return filepath.Join(b.layout().Builds(), safeName(name)+".log")
 }
 
 // Build makes target healthy by running rec. It takes the build's lock,
@@ -82,8 +85,7 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 		ctx, cancel = context.WithTimeout(ctx, limit)
 		defer cancel()
 	}
-	lockPath := filepath.Join(b.StateDir, "locks", "build-"+name+".lock")
-	held, err := lock.Acquire(ctx, lockPath, func() {
+	held, err := lock.Acquire(ctx, b.layout().Lock("build-"+name), func() {
 		fmt.Fprintf(b.stderr(), "guard: another process is building %s; waiting\n", name)
 		b.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: name, Reason: "build"})
 	})
@@ -94,7 +96,7 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 
 	reason := "requested"
 	if target != "" {
-		h := CheckBinary(target, b.StampDir())
+		h := CheckBinary(target, b.StampDir(), b.libraryPath())
 		if h.OK {
 			return nil
 		}
@@ -137,7 +139,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 	fmt.Fprintf(b.stderr(), "guard: rebuilding %s (%s: %s); log: %s\n", name, what, reason, logPath)
 	fmt.Fprintf(logf, "== guard: build %s at %s (%s: %s)\n", name, time.Now().Format(time.RFC3339), what, reason)
 
-	rep := progress.Start(b.stderr(), "building "+name, 0)
+	rep := progress.Start(b.stderr(), "building "+name, 0, b.ProgressEvery)
 	out := &tailWriter{w: logf}
 	start := time.Now()
 	fail := func(e *BuildError) error {
@@ -191,7 +193,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 	}
 	os.Remove(marker)
 	if target != "" {
-		if h := CheckBinary(target, b.StampDir()); !h.OK {
+		if h := CheckBinary(target, b.StampDir(), b.libraryPath()); !h.OK {
 			return fail(&BuildError{Target: target, Reason: h.Reason, Status: -1})
 		}
 	}
@@ -258,7 +260,7 @@ func (b *Builder) startRun(tool, name, dir, target, marker string, cloned bool, 
 
 // stepEnv is the steps' environment: the base one, plus ccache as the
 // compiler launcher when it is installed, which turns a rebuild of evicted
-// objects from minutes into seconds (DESIGN §9).
+// objects from minutes into seconds.
 func (b *Builder) stepEnv() []string {
 	env := b.baseEnv()
 	if _, ok := b.lookPath("ccache"); ok {
@@ -317,3 +319,6 @@ func quoteArgv(argv []string) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// libraryPath is the LD_LIBRARY_PATH the built tools will run with.
+func (b *Builder) libraryPath() string { return lookupEnv(b.baseEnv(), "LD_LIBRARY_PATH") }

@@ -148,6 +148,22 @@ func readELF(path string) (obj *elfObject, err error) {
 	return obj, nil
 }
 
+// Linkage reads what `guard status` shows of the ELF file at path: the
+// shared libraries it names (DT_NEEDED, not resolved), and whether it is
+// static (no libraries, no interpreter). A script, or a file that does not
+// parse as an executable or shared object, has no libraries and is not
+// static: there is nothing to say about it.
+func Linkage(path string) (libs []string, static bool) {
+	obj, err := readELF(path)
+	if err != nil {
+		return nil, false
+	}
+	if len(obj.needed) > 0 {
+		return obj.needed, false
+	}
+	return nil, obj.interp == ""
+}
+
 func expandPaths(entries []string, origin string) []string {
 	var out []string
 	for _, e := range entries {
@@ -178,7 +194,7 @@ type resolution struct {
 // ld.so skips them; a candidate that is not a loadable ELF object at all (a
 // library cut short by a killed linker) ends the search, as ld.so ends it
 // with "file too short".
-func resolveELF(path string) (*resolution, error) {
+func resolveELF(path, libraryPath string) (*resolution, error) {
 	real, err := filepath.EvalSymlinks(path) // ld.so's $ORIGIN is the real folder
 	if err != nil {
 		return nil, err
@@ -196,7 +212,7 @@ func resolveELF(path string) (*resolution, error) {
 			res.missing = append(res.missing, exe.interp)
 		}
 	}
-	ldPath := filepath.SplitList(os.Getenv("LD_LIBRARY_PATH"))
+	ldPath := filepath.SplitList(libraryPath)
 	resolved := map[string]bool{}
 	type pending struct {
 		obj  *elfObject

@@ -31,7 +31,9 @@ var slowChecks atomic.Int64
 // next call only stats those paths, which keeps the per-call cost to a few
 // syscalls; a library that changed size or mtime (cut short by a killed
 // linker) sends it back to the full check, which parses every library.
-func CheckBinary(path, stampDir string) Health {
+//
+// libraryPath is the LD_LIBRARY_PATH the binary will run with.
+func CheckBinary(path, stampDir, libraryPath string) Health {
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -58,7 +60,7 @@ func CheckBinary(path, stampDir string) Health {
 		}
 	}
 	slowChecks.Add(1)
-	h, deps := inspect(abs)
+	h, deps := inspect(abs, libraryPath)
 	if h.OK && stamp != "" {
 		writeStamp(stamp, abs, id, deps)
 	}
@@ -67,7 +69,7 @@ func CheckBinary(path, stampDir string) Health {
 
 // inspect does the full check and returns the paths a later stamp check must
 // find still present.
-func inspect(path string) (Health, []fileStat) {
+func inspect(path, libraryPath string) (Health, []fileStat) {
 	f, err := os.Open(path)
 	if err != nil {
 		// Executable but unreadable (mode 0111): exec will still work and we
@@ -81,7 +83,7 @@ func inspect(path string) (Health, []fileStat) {
 		// A script or another format the kernel runs: executable is enough.
 		return Health{OK: true}, nil
 	}
-	res, err := resolveELF(path)
+	res, err := resolveELF(path, libraryPath)
 	if err != nil {
 		// Magic present but unparsable: typically a file cut short.
 		return Health{Reason: fmt.Sprintf("corrupt binary: %v", err)}, nil

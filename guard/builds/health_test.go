@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // copyFixtureBin copies the built programs (and the library unless
@@ -32,9 +33,9 @@ func copyFixtureBin(t *testing.T, withoutLib bool) string {
 func TestCheckBinary(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "script")
-	writeFile(t, script, "#!/bin/sh\necho hi\n", 0o755)
+	guardtest.WriteFile(t, script, "#!/bin/sh\necho hi\n", 0o755)
 	plain := filepath.Join(dir, "plain")
-	writeFile(t, plain, "#!/bin/sh\necho hi\n", 0o644)
+	guardtest.WriteFile(t, plain, "#!/bin/sh\necho hi\n", 0o644)
 	dangling := filepath.Join(dir, "dangling")
 	if err := os.Symlink(filepath.Join(dir, "nowhere"), dangling); err != nil {
 		t.Fatal(err)
@@ -50,9 +51,9 @@ func TestCheckBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	truncated := filepath.Join(dir, "truncated")
-	writeFile(t, truncated, string(elfBytes[:200]), 0o755)
+	guardtest.WriteFile(t, truncated, string(elfBytes[:200]), 0o755)
 	static := filepath.Join(dir, "static")
-	writeFile(t, filepath.Join(dir, "static.c"), "int main(void) { return 0; }\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "static.c"), "int main(void) { return 0; }\n", 0o644)
 	if out, err := exec.Command("cc", "-static", "-o", static, filepath.Join(dir, "static.c")).CombinedOutput(); err != nil {
 		t.Fatalf("cc -static: %v\n%s", err, out)
 	}
@@ -79,7 +80,7 @@ func TestCheckBinary(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, stamps := range []string{"", t.TempDir()} {
-				h := builds.CheckBinary(tt.path, stamps)
+				h := builds.CheckBinary(tt.path, stamps, "")
 				if h.OK != tt.ok || !strings.HasPrefix(h.Reason, tt.reason) || !slices.Equal(h.Missing, tt.missing) {
 					t.Errorf("CheckBinary(%s, stamps=%q) = %+v; want ok=%v reason %q missing %v", tt.path, stamps, h, tt.ok, tt.reason, tt.missing)
 				}
@@ -94,14 +95,14 @@ func TestCheckBinaryStamp(t *testing.T) {
 	stamps := t.TempDir()
 
 	before := builds.SlowChecks()
-	if h := builds.CheckBinary(bin, stamps); !h.OK {
+	if h := builds.CheckBinary(bin, stamps, ""); !h.OK {
 		t.Fatalf("first check: %+v", h)
 	}
 	if entries, _ := os.ReadDir(stamps); len(entries) != 1 {
 		t.Fatalf("want one stamp, got %v", entries)
 	}
 	for range 3 {
-		if h := builds.CheckBinary(bin, stamps); !h.OK {
+		if h := builds.CheckBinary(bin, stamps, ""); !h.OK {
 			t.Fatalf("stamped check: %+v", h)
 		}
 	}
@@ -114,7 +115,7 @@ func TestCheckBinaryStamp(t *testing.T) {
 	if err := os.Chtimes(bin, later, later); err != nil {
 		t.Fatal(err)
 	}
-	if h := builds.CheckBinary(bin, stamps); !h.OK {
+	if h := builds.CheckBinary(bin, stamps, ""); !h.OK {
 		t.Fatalf("after touch: %+v", h)
 	}
 	if n := builds.SlowChecks() - before; n != 2 {
@@ -125,12 +126,12 @@ func TestCheckBinaryStamp(t *testing.T) {
 	if err := os.Remove(filepath.Join(good, "libfixture.so")); err != nil {
 		t.Fatal(err)
 	}
-	h := builds.CheckBinary(bin, stamps)
+	h := builds.CheckBinary(bin, stamps, "")
 	if h.OK || h.Reason != "missing library libfixture.so" {
 		t.Fatalf("after library eviction: %+v", h)
 	}
 	// Unhealthy results are never stamped.
-	if h := builds.CheckBinary(bin, stamps); h.OK {
+	if h := builds.CheckBinary(bin, stamps, ""); h.OK {
 		t.Fatalf("second check after eviction: %+v", h)
 	}
 }
@@ -139,7 +140,7 @@ func TestCheckBinaryReplacedBinary(t *testing.T) {
 	good := copyFixtureBin(t, false)
 	bin := filepath.Join(good, "llama-completion")
 	stamps := t.TempDir()
-	if h := builds.CheckBinary(bin, stamps); !h.OK {
+	if h := builds.CheckBinary(bin, stamps, ""); !h.OK {
 		t.Fatal(h)
 	}
 	// Same path, new content: a truncated copy must not pass on the old stamp.
@@ -150,17 +151,17 @@ func TestCheckBinaryReplacedBinary(t *testing.T) {
 	if err := os.Remove(bin); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, bin, string(data[:100]), 0o755)
-	if h := builds.CheckBinary(bin, stamps); h.OK {
+	guardtest.WriteFile(t, bin, string(data[:100]), 0o755)
+	if h := builds.CheckBinary(bin, stamps, ""); h.OK {
 		t.Fatalf("truncated replacement passed: %+v", h)
 	}
 }
 
 func TestParseLDConf(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "ld.so.conf"), "# comment\ninclude conf.d/*.conf\n/opt/a/lib # trailing\nhwcap 0 nosegneg\n", 0o644)
-	writeFile(t, filepath.Join(dir, "conf.d", "x.conf"), "/opt/x:/opt/y\n\n", 0o644)
-	writeFile(t, filepath.Join(dir, "conf.d", "loop.conf"), "include "+filepath.Join(dir, "ld.so.conf")+"\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "ld.so.conf"), "# comment\ninclude conf.d/*.conf\n/opt/a/lib # trailing\nhwcap 0 nosegneg\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "conf.d", "x.conf"), "/opt/x:/opt/y\n\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "conf.d", "loop.conf"), "include "+filepath.Join(dir, "ld.so.conf")+"\n", 0o644)
 	got := builds.ParseLDConf(filepath.Join(dir, "ld.so.conf"), 0)
 	for _, want := range []string{"/opt/a/lib", "/opt/x", "/opt/y"} {
 		if !slices.Contains(got, want) {
@@ -202,17 +203,55 @@ func TestCheckBinaryBrokenLibrary(t *testing.T) {
 			bin := filepath.Join(good, "llama-completion")
 			lib := filepath.Join(good, "libfixture.so")
 			stamps := t.TempDir()
-			if h := builds.CheckBinary(bin, stamps); !h.OK {
+			if h := builds.CheckBinary(bin, stamps, ""); !h.OK {
 				t.Fatalf("first check: %+v", h)
 			}
 			tt.damage(t, lib)
 			for _, dir := range []string{stamps, ""} { // stamped, then the full check alone
-				h := builds.CheckBinary(bin, dir)
+				h := builds.CheckBinary(bin, dir, "")
 				if h.OK || !strings.HasPrefix(h.Reason, "broken library "+lib+" (") || !slices.Equal(h.Missing, []string{"libfixture.so"}) {
 					t.Fatalf("CheckBinary(stamps=%q) after the library was damaged = %+v", dir, h)
 
 				}
 			}
 		})
+	}
+}
+
+func TestLinkage(t *testing.T) {
+	dir := t.TempDir()
+	good := copyFixtureBin(t, false)
+	script := filepath.Join(dir, "script")
+	guardtest.WriteFile(t, script, "#!/bin/sh\necho hi\n", 0o755)
+	static := filepath.Join(dir, "static")
+	guardtest.WriteFile(t, filepath.Join(dir, "static.c"), "int main(void) { return 0; }\n", 0o644)
+	if out, err := exec.Command("cc", "-static", "-o", static, filepath.Join(dir, "static.c")).CombinedOutput(); err != nil {
+		t.Fatalf("cc -static: %v\n%s", err, out)
+	}
+	elfBytes, err := os.ReadFile(filepath.Join(good, "llama-simple"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(dir, "truncated")
+	guardtest.WriteFile(t, truncated, string(elfBytes[:200]), 0o755)
+
+	tests := []struct {
+		name   string
+		path   string
+		libs   []string
+		static bool
+	}{
+		{"dynamic elf: the names it needs, not paths", filepath.Join(good, "llama-completion"), []string{"libfixture.so", "libc.so.6"}, false},
+		{"shared library", filepath.Join(good, "libfixture.so"), []string{"libc.so.6"}, false},
+		{"static elf", static, nil, true},
+		{"script", script, nil, false},
+		{"truncated elf", truncated, nil, false},
+		{"missing", filepath.Join(dir, "nope"), nil, false},
+	}
+	for _, tt := range tests {
+		libs, static := builds.Linkage(tt.path)
+		if !slices.Equal(libs, tt.libs) || static != tt.static {
+			t.Errorf("%s: Linkage = %q, %v; want %q, %v", tt.name, libs, static, tt.libs, tt.static)
+		}
 	}
 }

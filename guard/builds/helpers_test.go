@@ -1,7 +1,6 @@
 package builds_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -12,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-guard/guard/guard/builds"
-	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -129,19 +128,6 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
-func writeFile(t testing.TB, path, text string, mode os.FileMode) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(text), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // testEnv is the process environment with HOME moved to a temp folder and
 // PATH replaced by path (when not empty).
 func testEnv(t testing.TB, path string) []string {
@@ -158,53 +144,11 @@ func testEnv(t testing.TB, path string) []string {
 	return env
 }
 
-// syncBuffer is a bytes.Buffer safe for the goroutines of one test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// events collects heal events.
-type events struct {
-	mu   sync.Mutex
-	list []heallog.Event
-}
-
-func (e *events) add(ev heallog.Event) {
-	e.mu.Lock()
-	e.list = append(e.list, ev)
-	e.mu.Unlock()
-}
-
-func (e *events) named(name string) []heallog.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []heallog.Event
-	for _, ev := range e.list {
-		if ev.Event == name {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-func newBuilder(t testing.TB, path string) (*builds.Builder, *syncBuffer, *events) {
-	stderr, evs := &syncBuffer{}, &events{}
+func newBuilder(t testing.TB, path string) (*builds.Builder, *guardtest.Buffer, *guardtest.Recorder) {
+	stderr, evs := &guardtest.Buffer{}, &guardtest.Recorder{}
 	return &builds.Builder{
 		StateDir: t.TempDir(),
-		Log:      evs.add,
+		Log:      evs.Log,
 		Stderr:   stderr,
 		Env:      testEnv(t, path),
 	}, stderr, evs

@@ -24,7 +24,7 @@ import (
 
 // markerPath is the interrupted-build marker of the recipe named name.
 func (b *Builder) markerPath(name string) string {
-	return filepath.Join(b.StateDir, "builds", safeName(name)+".running")
+	return filepath.Join(b.layout().Builds(), safeName(name)+".running")
 }
 
 // writeMarker (re)creates the marker. Removing it first gives it a fresh

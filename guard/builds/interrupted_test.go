@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -43,7 +44,7 @@ func TestScrubPartial(t *testing.T) {
 	}
 	for _, f := range files {
 		p := filepath.Join(dir, f.path)
-		writeFile(t, p, f.data, 0o644)
+		guardtest.WriteFile(t, p, f.data, 0o644)
 		if f.old {
 			old := since.Add(-time.Minute)
 			if err := os.Chtimes(p, old, old); err != nil {
@@ -52,8 +53,8 @@ func TestScrubPartial(t *testing.T) {
 		}
 	}
 	// Symlinks are never followed, to a file or to a folder.
-	writeFile(t, filepath.Join(outside, "lib.so"), elf, 0o755)
-	writeFile(t, filepath.Join(outside, "sub", "tool.o"), elf, 0o644)
+	guardtest.WriteFile(t, filepath.Join(outside, "lib.so"), elf, 0o755)
+	guardtest.WriteFile(t, filepath.Join(outside, "sub", "tool.o"), elf, 0o644)
 	for link, to := range map[string]string{"build/bin/link.so": "lib.so", "build/linked-dir": "sub"} {
 		if err := os.Symlink(filepath.Join(outside, to), filepath.Join(dir, link)); err != nil {
 			t.Fatal(err)
@@ -135,7 +136,7 @@ func TestBuildHealsInterruptedBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, marker, "pid 1\n", 0o600)
+	guardtest.WriteFile(t, marker, "pid 1\n", 0o600)
 	touch(marker, now.Add(-time.Minute))
 	lib := filepath.Join(bin, "libfixture.so")
 	if err := os.Truncate(lib, 100); err != nil {
@@ -153,7 +154,7 @@ func TestBuildHealsInterruptedBuild(t *testing.T) {
 	if _, err := os.Stat(obj); err != nil {
 		t.Fatal(err)
 	}
-	if h := builds.CheckBinary(target, b.StampDir()); h.OK || !strings.HasPrefix(h.Reason, "broken library "+lib) {
+	if h := builds.CheckBinary(target, b.StampDir(), ""); h.OK || !strings.HasPrefix(h.Reason, "broken library "+lib) {
 		t.Fatalf("the truncated library passed the check: %+v", h)
 	}
 
@@ -175,13 +176,13 @@ func TestBuildHealsInterruptedBuild(t *testing.T) {
 		t.Fatalf("the healing build left its marker: %v", err)
 	}
 	var cleaned bool
-	for _, ev := range evs.named("binary.rebuild") {
+	for _, ev := range evs.Named("binary.rebuild") {
 		if ev.Reason == "interrupted build: removed 2 partial outputs" && ev.Target == target {
 			cleaned = true
 		}
 	}
 	if !cleaned {
-		t.Fatalf("no binary.rebuild event for the scrub: %+v", evs.named("binary.rebuild"))
+		t.Fatalf("no binary.rebuild event for the scrub: %+v", evs.Named("binary.rebuild"))
 	}
 	if !strings.Contains(stderr.String(), "guard: the last build of fixture was interrupted") {
 		t.Fatalf("the scrub is not said on stderr:\n%s", stderr.String())

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -41,7 +42,7 @@ func TestBuildLockOutlivesKilledGuard(t *testing.T) {
 	// The first run's step waits for the test's go-ahead (bounded), then
 	// records that it ended; the second run records whether it started
 	// after that.
-	writeFile(t, filepath.Join(dir, "step.sh"), `if [ -e first-done ]; then
+	guardtest.WriteFile(t, filepath.Join(dir, "step.sh"), `if [ -e first-done ]; then
   if [ -e go-ahead ]; then echo after > order; else echo concurrent > order; fi
   exit 0
 fi
@@ -74,7 +75,7 @@ echo done > first-done
 	done := make(chan error, 1)
 	go func() { done <- b.Build(context.Background(), "x", rec, "") }()
 	deadline := time.Now().Add(30 * time.Second)
-	for len(evs.named("lock.wait")) == 0 {
+	for len(evs.Named("lock.wait")) == 0 {
 		select {
 		case err := <-done:
 			t.Fatalf("the second Build did not wait for the orphaned step (err %v); stderr:\n%s", err, stderr.String())
@@ -84,7 +85,7 @@ echo done > first-done
 			t.Fatal("the second Build neither waited nor returned")
 		}
 	}
-	writeFile(t, filepath.Join(dir, "go-ahead"), "go\n", 0o644) // not empty: the scrub would take it for an output
+	guardtest.WriteFile(t, filepath.Join(dir, "go-ahead"), "go\n", 0o644) // not empty: the scrub would take it for an output
 	if err := <-done; err != nil {
 		t.Fatalf("second Build: %v", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -99,7 +98,7 @@ func (b *Builder) lockAPT(ctx context.Context, tool string) (*lock.Held, error) 
 	if b.StateDir == "" {
 		return nil, errors.New("install packages: no state folder set")
 	}
-	held, err := lock.Acquire(ctx, filepath.Join(b.StateDir, "locks", "apt.lock"), func() {
+	held, err := lock.Acquire(ctx, b.layout().Lock("apt"), func() {
 		fmt.Fprintln(b.stderr(), "guard: another process is installing packages; waiting")
 		b.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: "apt", Reason: "install"})
 	})
@@ -156,7 +155,7 @@ func (b *Builder) aptInstall(ctx context.Context, pkgs []string) error {
 	defer logf.Close()
 	fmt.Fprintf(b.stderr(), "guard: installing %s; log: %s\n", list, logPath)
 	fmt.Fprintf(logf, "== guard: install %s at %s\n", list, time.Now().Format(time.RFC3339))
-	rep := progress.Start(b.stderr(), "installing "+list, 0)
+	rep := progress.Start(b.stderr(), "installing "+list, 0, b.ProgressEvery)
 	out := &tailWriter{w: logf}
 
 	runLogged := func(argv []string, label string) (string, error) {

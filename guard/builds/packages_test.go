@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -63,9 +64,9 @@ func newFakeAPT(t *testing.T, withSudo bool) *fakeAPT {
 	dir := t.TempDir()
 	f := &fakeAPT{record: filepath.Join(dir, "record"), bin: filepath.Join(dir, "installed")}
 	tools := filepath.Join(dir, "tools")
-	writeFile(t, filepath.Join(tools, "apt-get"), fakeAptGet, 0o755)
+	guardtest.WriteFile(t, filepath.Join(tools, "apt-get"), fakeAptGet, 0o755)
 	if withSudo {
-		writeFile(t, filepath.Join(tools, "sudo"), fakeSudo, 0o755)
+		guardtest.WriteFile(t, filepath.Join(tools, "sudo"), fakeSudo, 0o755)
 	}
 	if err := os.Mkdir(f.bin, 0o755); err != nil {
 		t.Fatal(err)
@@ -74,7 +75,7 @@ func newFakeAPT(t *testing.T, withSudo bool) *fakeAPT {
 	return f
 }
 
-func (f *fakeAPT) builder(t *testing.T, extraEnv ...string) (*builds.Builder, *syncBuffer, *events) {
+func (f *fakeAPT) builder(t *testing.T, extraEnv ...string) (*builds.Builder, *guardtest.Buffer, *guardtest.Recorder) {
 	b, stderr, evs := newBuilder(t, f.path)
 	b.Env = append(b.Env, "RECORD="+f.record, "STATE="+filepath.Dir(f.record), "BIN="+f.bin)
 	b.Env = append(b.Env, extraEnv...)
@@ -108,7 +109,7 @@ func TestEnsureCommandsAsRoot(t *testing.T) {
 	if got := f.calls(t); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("calls:\n%s\nwant:\n%s (apt-get from %s)", strings.Join(got, "\n"), strings.Join(want, "\n"), tools)
 	}
-	ev := evs.named("package.install")
+	ev := evs.Named("package.install")
 	if len(ev) != 1 || ev[0].Result != "ok" || ev[0].Target != "fakepkg" || ev[0].Reason != "missing command fakecmd" || ev[0].Tool != "llama-simple" {
 		t.Fatalf("events = %+v", ev)
 	}
@@ -188,7 +189,7 @@ func TestEnsureCommandsFails(t *testing.T) {
 			if ran := len(f.calls(t)) > 0; ran != tt.wantRuns {
 				t.Errorf("apt-get or sudo ran = %v; want %v", ran, tt.wantRuns)
 			}
-			if ev := evs.named("package.install"); len(ev) != 1 || ev[0].Result != "failed" {
+			if ev := evs.Named("package.install"); len(ev) != 1 || ev[0].Result != "failed" {
 				t.Errorf("events = %+v", ev)
 			}
 		})
@@ -226,7 +227,7 @@ func TestBuildInstallsWhatItNeeds(t *testing.T) {
 	if err := b.Build(context.Background(), "x", rec, ""); err != nil {
 		t.Fatal(err)
 	}
-	if len(evs.named("package.install")) != 1 || len(evs.named("binary.rebuild")) != 1 {
-		t.Fatalf("events = %+v", evs.list)
+	if len(evs.Named("package.install")) != 1 || len(evs.Named("binary.rebuild")) != 1 {
+		t.Fatalf("events = %+v", evs.All())
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/guard/resolve"
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // killGrace is how long a step's process group has between SIGTERM and
@@ -37,7 +39,7 @@ var errNotFound = errors.New("command not found")
 func (b *Builder) run(ctx context.Context, argv []string, dir string, env []string, out io.Writer, lockFile *os.File) error {
 	path := argv[0]
 	if !strings.Contains(path, "/") {
-		p, ok := lookPathIn(path, lookupEnv(env, "PATH"))
+		p, ok := resolve.LookPath(path, lookupEnv(env, "PATH"))
 		if !ok {
 			return fmt.Errorf("%s: %w", path, errNotFound)
 		}
@@ -105,20 +107,7 @@ func stepError(ctx context.Context, index int, argv []string, err error) *BuildE
 // lookPath finds name on the PATH of the builder's environment, so tests and
 // callers with their own Env see the same tools the steps will.
 func (b *Builder) lookPath(name string) (string, bool) {
-	return lookPathIn(name, lookupEnv(b.baseEnv(), "PATH"))
-}
-
-func lookPathIn(name, pathList string) (string, bool) {
-	for _, dir := range filepath.SplitList(pathList) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue // never run something from the current folder by accident
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-			return p, true
-		}
-	}
-	return "", false
+	return resolve.LookPath(name, lookupEnv(b.baseEnv(), "PATH"))
 }
 
 // lookupEnv returns the last value of key in env, as the kernel's consumers do.
@@ -139,10 +128,7 @@ func openLog(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create log folder: %w", err)
 	}
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > maxLogBytes {
-		_ = os.Rename(path, path+".1")
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	f, err := state.OpenLog(path, maxLogBytes)
 	if err != nil {
 		return nil, fmt.Errorf("open build log: %w", err)
 	}

@@ -1,14 +1,14 @@
 package builds
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // stampHeader starts every binary stamp; bump the number when the format or
@@ -29,9 +29,10 @@ func fileID(fi os.FileInfo) string {
 	return fmt.Sprintf("%d %d %d %d %o", dev, ino, fi.ModTime().UnixNano(), fi.Size(), fi.Mode().Perm())
 }
 
+// stampPath names a binary's stamp after its path; "bin-" keeps it apart
+// from the model stamps in the same folder.
 func stampPath(dir, binary string) string {
-	sum := sha256.Sum256([]byte(binary))
-	return filepath.Join(dir, "bin-"+hex.EncodeToString(sum[:16]))
+	return filepath.Join(dir, "bin-"+state.PathKey(binary))
 }
 
 // fileStat is what the stamp keeps of each library: a library cut short or
@@ -115,17 +116,8 @@ func writeStamp(stamp, binary, id string, deps []fileStat) {
 	if b.Len() >= maxStamp {
 		return
 	}
-	dir := filepath.Dir(stamp)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(stamp), 0o700); err != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(dir, ".stamp-*")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.WriteString(b.String())
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil || os.Rename(tmp.Name(), stamp) != nil {
-		os.Remove(tmp.Name())
-	}
+	_ = state.Replace(stamp, []byte(b.String()), 0o600)
 }

@@ -5,15 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"text/tabwriter"
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/heallog"
-	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
-	"github.com/sandbox-guard/guard/manifest/verify"
 )
 
 // Heal is `guard heal [NAME...]`: shims, tools (builds and packages),
@@ -108,17 +106,15 @@ func Pin(e *guard.Engine, out io.Writer) error {
 	for _, m := range c.M.Models {
 		path := c.M.ModelsPath(m.File)
 		st := e.Models().Check(m, path)
-		if st == verify.OK && m.SHA256 != "" {
+		if st.Healthy() && m.SHA256 != "" {
 			fmt.Fprintf(out, "%s: already pinned and verified\n", m.File)
 			continue
 		}
-		if !st.Healthy() && st != verify.Stale {
+		if !st.Hashable() {
 			fmt.Fprintf(out, "%s: %s, not pinned (guard heal %s first)\n", m.File, st, m.File)
 			continue
 		}
-		// A full hash also stamps the file, so the next call's fast check
-		// trusts the new pin without hashing again.
-		_, sum, err := verify.Full(verify.Spec{Path: path, Size: m.Size}, filepath.Join(c.StateDir, "stamps"))
+		sum, err := e.Models().Pin(m, path)
 		if err != nil {
 			return fmt.Errorf("hash %s: %w", path, err)
 		}
@@ -144,7 +140,7 @@ func Pin(e *guard.Engine, out io.Writer) error {
 	if _, err := manifest.Parse(c.ManifestPath, data, c.Home); err != nil {
 		return fmt.Errorf("pinned manifest does not validate, left unchanged: %w", err)
 	}
-	if err := install.WriteFileAtomic(c.ManifestPath, data, 0o644); err != nil {
+	if err := state.WriteAtomic(c.ManifestPath, data, 0o644); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	fmt.Fprintf(out, "pinned %d models in %s\n", pinned, c.ManifestPath)

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,9 +11,11 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard"
+	"github.com/sandbox-guard/guard/guard/auth"
 	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -92,7 +93,7 @@ func gather(e *guard.Engine) *Report {
 			ts.State, ts.Reason = "missing", h.Err.Error()
 		} else {
 			ts.Target = h.Path
-			ts.Libraries, ts.Static = linkage(h.Path)
+			ts.Libraries, ts.Static = builds.Linkage(h.Path)
 			if h.Broken != "" {
 				ts.State, ts.Reason = "broken", h.Broken
 			}
@@ -140,33 +141,10 @@ func shimState(dir, name string) ShimState {
 	return ShimState{name, "ok"}
 }
 
-// linkage reads the shared libraries an ELF file names. A script or a file
-// that cannot be read has none and is not static: there is nothing to say.
-func linkage(path string) (libs []string, static bool) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	libs, _ = f.ImportedLibraries()
-	if len(libs) > 0 {
-		return libs, false
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return nil, false
-		}
-	}
-	return nil, true
-}
-
+// onPath reports whether PATH has cmd.
 func onPath(cmd, pathEnv string) bool {
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if fi, err := os.Stat(filepath.Join(dir, cmd)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return true
-		}
-	}
-	return false
+	_, ok := resolve.LookPath(cmd, pathEnv)
+	return ok
 }
 
 func modelState(e *guard.Engine, m *manifest.Model) ModelState {
@@ -184,6 +162,6 @@ func modelState(e *guard.Engine, m *manifest.Model) ModelState {
 }
 
 func authState(c *guard.Config, a *manifest.Auth) AuthState {
-	ok, found := builds.CheckAuth(a, c.Home, c.Getenv)
+	ok, found := auth.Check(a, c.Home, c.Getenv)
 	return AuthState{Name: a.Name, OK: ok, Found: found, Hint: a.Hint}
 }

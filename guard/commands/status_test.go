@@ -199,7 +199,6 @@ func statusEngine(t *testing.T, manifest string, stdout io.Writer, env ...string
 		Stderr:    &bytes.Buffer{},
 		Self:      "/proc/self/exe",
 	}
-	t.Setenv("GUARD_MANIFEST", mf) // the manifest package still reads it itself
 	c, err := guard.LoadConfig(w)
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // DefaultMaxBytes is the size past which the log is rotated to FILE.1.
@@ -27,7 +29,7 @@ const DefaultMaxBytes = 5 << 20
 // Event is one heal event. Empty fields are left out of the JSON line.
 type Event struct {
 	Level      string // "info" (default), "warn" or "error"
-	Event      string // preflight, shim.recreate, model.download, ... (DESIGN §6)
+	Event      string // preflight, shim.recreate, model.download, ... (README: "Heal log events")
 	Tool       string
 	Target     string
 	Reason     string
@@ -132,17 +134,12 @@ func (l *Log) open() {
 	l.logger = zap.New(zapcore.NewCore(enc, zapcore.AddSync(f), zapcore.DebugLevel))
 }
 
-// OpenFile opens path for appending without following a symlink at the last
-// element, creating it 0600. It refuses a file that is not regular or that
-// another user owns (a planted /tmp/selfheal.log), and rotates a file larger
-// than maxBytes to path+".1" first.
+// OpenFile opens path for appending the way state.OpenLog opens every log
+// (no symlink at the last element, created 0600, rotated to path+".1" past
+// maxBytes). It refuses a file that is not regular or that another user
+// owns (a planted /tmp/selfheal.log).
 func OpenFile(path string, maxBytes int64) (*os.File, error) {
-	if fi, err := os.Lstat(path); err == nil && maxBytes > 0 && fi.Mode().IsRegular() && fi.Size() > maxBytes {
-		if owned(fi) {
-			_ = os.Rename(path, path+".1")
-		}
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	f, err := state.OpenLog(path, maxBytes)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, fmt.Errorf("heal log %s is a symlink; refusing to follow it", path)
@@ -158,16 +155,11 @@ func OpenFile(path string, maxBytes int64) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("heal log %s is not a regular file", path)
 	}
-	if !owned(fi) {
+	if !state.Owned(fi) {
 		f.Close()
 		return nil, fmt.Errorf("heal log %s belongs to another user", path)
 	}
 	return f, nil
-}
-
-func owned(fi os.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return !ok || int(st.Uid) == os.Geteuid()
 }
 
 // Record is one event read back from the log.

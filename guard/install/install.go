@@ -11,20 +11,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // GuardName is the name of guard's own copy in the shim folder.
 const GuardName = "guard"
-
-// Marker is the file in the state folder that records that guard was
-// installed, and where, so that a call can rebuild a shim folder that was
-// evicted whole.
-const Marker = "installed"
 
 // Options says where things go. Nothing here reads the environment.
 type Options struct {
@@ -79,7 +75,7 @@ func Install(o Options) (*Report, error) {
 	}
 	if o.ManifestPath != "" {
 		if _, err := os.Stat(o.ManifestPath); errors.Is(err, fs.ErrNotExist) {
-			if err := WriteFileAtomic(o.ManifestPath, o.DefaultManifest, 0o644); err != nil {
+			if err := writeUserFile(o.ManifestPath, o.DefaultManifest, 0o644); err != nil {
 				return r, fmt.Errorf("write default manifest: %w", err)
 			}
 			r.did("wrote the default manifest to %s", o.ManifestPath)
@@ -96,9 +92,12 @@ func Install(o Options) (*Report, error) {
 			}
 		}
 	}
-	marker := filepath.Join(o.StateDir, Marker)
+	marker := state.Layout{Dir: o.StateDir}.Installed()
 	if b, _ := os.ReadFile(marker); string(b) != o.ShimDir+"\n" {
-		if err := WriteFileAtomic(marker, []byte(o.ShimDir+"\n"), 0o600); err != nil {
+		if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
+			return r, fmt.Errorf("record install: %w", err)
+		}
+		if err := state.Replace(marker, []byte(o.ShimDir+"\n"), 0o600); err != nil {
 			return r, fmt.Errorf("record install: %w", err)
 		}
 	}
@@ -137,7 +136,7 @@ func Uninstall(o Options) (*Report, error) {
 			r.did("removed the PATH block from %s", filepath.Join(o.Home, rc))
 		}
 	}
-	_ = os.Remove(filepath.Join(o.StateDir, Marker))
+	_ = os.Remove(state.Layout{Dir: o.StateDir}.Installed())
 	return r, nil
 }
 
@@ -182,64 +181,27 @@ func copyIfChanged(src, dst string, force bool) (bool, error) {
 			return false, nil
 		}
 	}
-	if err := WriteFileAtomic(dst, want, 0o755); err != nil {
+	if err := copyGuard(want, dst); err != nil {
 		return false, fmt.Errorf("copy guard: %w", err)
 	}
 	return true, nil
 }
 
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".guard-copy-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, in); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), dst)
+// copyGuard puts guard's executable at dst as a file of its own, 0755:
+// state.Replace, never through a symlink there, since the copy exists so
+// that no other file can break the shims.
+func copyGuard(exe []byte, dst string) error {
+	return state.Replace(dst, exe, 0o755)
 }
 
-// WriteFileAtomic replaces path with data through a synced temporary file
-// and a rename, so a crash leaves the old file or the new one, never half.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+// writeUserFile writes a file the person owns (the manifest, a shell rc
+// file), creating its folder: state.WriteAtomic keeps the file's mode and
+// owner and writes through a dotfiles manager's symlink.
+func writeUserFile(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return state.WriteAtomic(path, data, mode)
 }
 
 // ShellPath is how the shim folder is written in a shell file: under $HOME
@@ -277,7 +239,7 @@ func addBlock(path, block string) (bool, error) {
 	if rest != "" && !strings.HasSuffix(rest, "\n") {
 		rest += "\n"
 	}
-	if err := WriteFileAtomic(path, []byte(rest+block), 0o644); err != nil {
+	if err := writeUserFile(path, []byte(rest+block), 0o644); err != nil {
 		return false, fmt.Errorf("write %s: %w", path, err)
 	}
 	return true, nil
@@ -295,7 +257,7 @@ func removeBlock(path string) (bool, error) {
 	if !found {
 		return false, nil
 	}
-	if err := WriteFileAtomic(path, []byte(rest), 0o644); err != nil {
+	if err := writeUserFile(path, []byte(rest), 0o644); err != nil {
 		return false, fmt.Errorf("write %s: %w", path, err)
 	}
 	return true, nil

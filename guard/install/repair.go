@@ -3,12 +3,14 @@ package install
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/lock"
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // Repair is the per-call self-repair: one stat per expected link and, only
@@ -22,7 +24,7 @@ func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
 		return nil, nil
 	}
 	if _, err := os.Stat(shimDir); errors.Is(err, fs.ErrNotExist) {
-		if _, err := os.Stat(filepath.Join(stateDir, Marker)); err != nil {
+		if _, err := os.Stat(state.Layout{Dir: stateDir}.Installed()); err != nil {
 			return nil, nil
 		}
 	}
@@ -32,7 +34,7 @@ func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
 	// stop the repair.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if held, err := lock.Acquire(ctx, filepath.Join(stateDir, "locks", "shims.lock"), nil); err == nil {
+	if held, err := lock.Acquire(ctx, state.Layout{Dir: stateDir}.Lock("shims"), nil); err == nil {
 		defer held.Release()
 	}
 	missing := missingShims(shimDir, names)
@@ -46,7 +48,11 @@ func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
 	for _, name := range missing {
 		p := filepath.Join(shimDir, name)
 		if name == GuardName {
-			if err := copyFile(self, p); err != nil {
+			exe, err := os.ReadFile(self)
+			if err != nil {
+				return done, fmt.Errorf("read guard executable: %w", err)
+			}
+			if err := copyGuard(exe, p); err != nil {
 				return done, err
 			}
 			done = append(done, name)

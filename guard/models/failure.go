@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -24,7 +25,7 @@ type failure struct {
 }
 
 func (h *Healer) failurePath(path string) string {
-	return filepath.Join(h.StateDir, "failures", key(path)+".json")
+	return filepath.Join(h.layout().Failures(), state.PathKey(path)+".json")
 }
 
 func fingerprint(m *manifest.Model) string {
@@ -73,22 +74,10 @@ func (h *Healer) rememberFailure(path string, m *manifest.Model, reason string) 
 	if err != nil {
 		return
 	}
-	dir := filepath.Dir(h.failurePath(path))
-	if os.MkdirAll(dir, 0o700) != nil {
+	if os.MkdirAll(h.layout().Failures(), 0o700) != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(dir, ".failure-*")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.Write(b)
-	if cerr := tmp.Close(); werr != nil || cerr != nil {
-		os.Remove(tmp.Name())
-		return
-	}
-	if os.Rename(tmp.Name(), h.failurePath(path)) != nil {
-		os.Remove(tmp.Name())
-	}
+	_ = state.Replace(h.failurePath(path), b, 0o600)
 }
 
 func (h *Healer) forgetFailure(path string) { _ = os.Remove(h.failurePath(path)) }

@@ -11,8 +11,6 @@ package models
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,9 +21,10 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/lock"
+	"github.com/sandbox-guard/guard/guard/models/fetch"
+	"github.com/sandbox-guard/guard/guard/models/verify"
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
-	"github.com/sandbox-guard/guard/manifest/fetch"
-	"github.com/sandbox-guard/guard/manifest/verify"
 )
 
 // Defaults for the zero fields of a Healer.
@@ -46,9 +45,12 @@ type Healer struct {
 	Client         *http.Client        // nil = fetch.DefaultClient()
 	FetchBackoff   time.Duration       // base retry back-off of a download (tests use ms)
 	StallTimeout   time.Duration       // a download with no bytes for this long is retried; 0 = fetch's default
+	ProgressEvery  time.Duration       // progress line interval off a terminal; 0 = progress's default
 }
 
-func (h *Healer) stampDir() string { return filepath.Join(h.StateDir, "stamps") }
+func (h *Healer) layout() state.Layout { return state.Layout{Dir: h.StateDir} }
+
+func (h *Healer) stampDir() string { return h.layout().Stamps() }
 
 func spec(m *manifest.Model, path string) verify.Spec {
 	return verify.Spec{Path: path, Size: m.Size, SHA256: m.SHA256}
@@ -71,7 +73,7 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 	defer cancel()
 
 	name := filepath.Base(path)
-	held, err := lock.Acquire(ctx, filepath.Join(h.StateDir, "locks", "model-"+key(path)+".lock"), func() {
+	held, err := lock.Acquire(ctx, h.layout().Lock("model-"+state.PathKey(path)), func() {
 		h.say("guard: another process is healing %s; waiting", name)
 		h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: path})
 	})
@@ -88,7 +90,7 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 	if !force {
 		if f, ok := h.failure(path, m); ok {
 			return fmt.Errorf("model %s could not be healed %s ago: %s; guard tries again after %s (run `guard heal %s` to retry now)",
-				name, time.Now().Sub(f.At).Round(time.Second), f.Reason, f.Until.Format("15:04:05"), m.File)
+				name, time.Since(f.At).Round(time.Second), f.Reason, f.Until.Format("15:04:05"), m.File)
 		}
 	}
 	if st == verify.Stale {
@@ -145,7 +147,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	start := time.Now()
 	res, err := fetch.Fetch(ctx, fetch.Request{
 		URLs: m.URLs, Dest: path, Size: m.Size, SHA256: m.SHA256,
-		Token: h.Token, Client: h.Client, Progress: h.Stderr,
+		Token: h.Token, Client: h.Client, Progress: h.Stderr, ProgressEvery: h.ProgressEvery,
 		Backoff: h.FetchBackoff, StallTimeout: h.StallTimeout,
 		OnRetry: func(url string, attempt int, err error) {
 			// A Retry-After or a back-off can be long: say why nothing moves.
@@ -186,17 +188,6 @@ func remember(ctx context.Context, err error) bool {
 		return false
 	}
 	return true
-}
-
-// key names a path's lock, failure record and so on by a hash of its
-// absolute path.
-func key(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		abs = path
-	}
-	s := sha256.Sum256([]byte(abs))
-	return hex.EncodeToString(s[:12])
 }
 
 func (h *Healer) event(e heallog.Event) {

@@ -3,8 +3,6 @@ package models_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -17,26 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/models"
+	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/manifest"
-	"github.com/sandbox-guard/guard/manifest/verify"
 )
-
-func model(n int) []byte {
-	b := make([]byte, n)
-	copy(b, "GGUF\x03\x00\x00\x00")
-	for i := 8; i < n; i++ {
-		b[i] = byte(i*31 + i>>9)
-	}
-	return b
-}
-
-func sum(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
 
 // server serves data, counting requests; slow makes each response trickle
 // so that concurrent callers really overlap.
@@ -69,52 +53,11 @@ func serve(t *testing.T, status int, data []byte, slow time.Duration) *server {
 	return s
 }
 
-// events collects heal events from any goroutine.
-type events struct {
-	mu  sync.Mutex
-	got []heallog.Event
-}
-
-func (e *events) log(ev heallog.Event) {
-	e.mu.Lock()
-	e.got = append(e.got, ev)
-	e.mu.Unlock()
-}
-
-func (e *events) named(name string) []heallog.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []heallog.Event
-	for _, ev := range e.got {
-		if ev.Event == name {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func healer(t *testing.T) (*models.Healer, *events, *syncBuffer) {
-	ev, errOut := &events{}, &syncBuffer{}
+func healer(t *testing.T) (*models.Healer, *guardtest.Recorder, *guardtest.Buffer) {
+	ev, errOut := &guardtest.Recorder{}, &guardtest.Buffer{}
 	return &models.Healer{
 		StateDir:       filepath.Join(t.TempDir(), "state"),
-		Log:            ev.log,
+		Log:            ev.Log,
 		Stderr:         errOut,
 		HealTimeout:    20 * time.Second,
 		FailureBackoff: time.Hour,
@@ -125,15 +68,15 @@ func healer(t *testing.T) (*models.Healer, *events, *syncBuffer) {
 
 func TestHealthyNeedsNothing(t *testing.T) {
 	h, ev, _ := healer(t)
-	data := model(4096)
+	data := guardtest.GGUF(4096)
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	os.WriteFile(path, data, 0o644)
 	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{"http://127.0.0.1:1/never"}}
 	if err := h.Ensure(context.Background(), "llama-completion", m, path, false); err != nil {
 		t.Fatal(err)
 	}
-	if len(ev.got) != 0 {
-		t.Fatalf("events %+v, want none", ev.got)
+	if len(ev.All()) != 0 {
+		t.Fatalf("events %+v, want none", ev.All())
 	}
 	if _, err := os.Stat(filepath.Join(h.StateDir, "locks")); !os.IsNotExist(err) {
 		t.Fatal("a lock was taken for a healthy model")
@@ -142,12 +85,12 @@ func TestHealthyNeedsNothing(t *testing.T) {
 
 func TestDownloadsAtTheCallsPath(t *testing.T) {
 	h, ev, errOut := healer(t)
-	data := model(300_000)
+	data := guardtest.GGUF(300_000)
 	srv := serve(t, http.StatusOK, data, 0)
 	// Not the manifest's models_dir: the path the call named, in a folder
 	// that does not exist yet.
 	path := filepath.Join(t.TempDir(), "elsewhere", "deeper", "Qwen3-0.6B-Q4_K_M.gguf")
-	m := &manifest.Model{File: "Qwen3-0.6B-Q4_K_M.gguf", Size: int64(len(data)), SHA256: sum(data), URLs: []string{srv.URL + "/Qwen_Qwen3-0.6B-Q4_K_M.gguf"}}
+	m := &manifest.Model{File: "Qwen3-0.6B-Q4_K_M.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL + "/Qwen_Qwen3-0.6B-Q4_K_M.gguf"}}
 	if st := h.Check(m, path); st != verify.Missing {
 		t.Fatalf("Check = %s, want missing", st)
 	}
@@ -161,7 +104,7 @@ func TestDownloadsAtTheCallsPath(t *testing.T) {
 	if st := h.Check(m, path); st != verify.OK {
 		t.Fatalf("Check after heal = %s, want ok (stamped)", st)
 	}
-	dl := ev.named("model.download")
+	dl := ev.Named("model.download")
 	if len(dl) != 1 || dl[0].Result != "ok" || dl[0].Bytes != int64(len(data)) || dl[0].Tool != "llama-completion" || dl[0].Target != path {
 		t.Fatalf("model.download events %+v", dl)
 	}
@@ -172,11 +115,11 @@ func TestDownloadsAtTheCallsPath(t *testing.T) {
 
 func TestStaleStampHashesOnce(t *testing.T) {
 	h, ev, _ := healer(t)
-	data := model(100_000)
+	data := guardtest.GGUF(100_000)
 	srv := serve(t, http.StatusOK, data, 0)
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	os.WriteFile(path, data, 0o644)
-	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: sum(data), URLs: []string{srv.URL}}
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
 	if st := h.Check(m, path); st != verify.Stale {
 		t.Fatalf("Check = %s, want stale", st)
 	}
@@ -186,7 +129,7 @@ func TestStaleStampHashesOnce(t *testing.T) {
 	if srv.requests.Load() != 0 {
 		t.Fatal("a good file was downloaded again")
 	}
-	if v := ev.named("model.verify"); len(v) != 1 || v[0].Result != "ok" {
+	if v := ev.Named("model.verify"); len(v) != 1 || v[0].Result != "ok" {
 		t.Fatalf("model.verify events %+v", v)
 	}
 	if st := h.Check(m, path); st != verify.OK {
@@ -196,13 +139,13 @@ func TestStaleStampHashesOnce(t *testing.T) {
 
 func TestWrongContentIsReplaced(t *testing.T) {
 	h, ev, _ := healer(t)
-	data := model(100_000)
+	data := guardtest.GGUF(100_000)
 	srv := serve(t, http.StatusOK, data, 0)
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	bad := append([]byte(nil), data...)
 	bad[5000] ^= 0xff
 	os.WriteFile(path, bad, 0o644)
-	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: sum(data), URLs: []string{srv.URL}}
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
 	if err := h.Ensure(context.Background(), "t", m, path, false); err != nil {
 		t.Fatal(err)
 	}
@@ -210,17 +153,17 @@ func TestWrongContentIsReplaced(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatal("bad file not replaced")
 	}
-	if v := ev.named("model.verify"); len(v) != 1 || v[0].Result != "failed" || v[0].Reason != "hash-mismatch" {
+	if v := ev.Named("model.verify"); len(v) != 1 || v[0].Result != "failed" || v[0].Reason != "hash-mismatch" {
 		t.Fatalf("model.verify events %+v", v)
 	}
 }
 
 func TestTwentyCallersOneDownload(t *testing.T) {
 	h, ev, errOut := healer(t)
-	data := model(400_000)
+	data := guardtest.GGUF(400_000)
 	srv := serve(t, http.StatusOK, data, 50*time.Millisecond)
 	path := filepath.Join(t.TempDir(), "m.gguf")
-	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: sum(data), URLs: []string{srv.URL}}
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)
 	for range 20 {
@@ -236,10 +179,10 @@ func TestTwentyCallersOneDownload(t *testing.T) {
 	if n := srv.requests.Load(); n != 1 {
 		t.Fatalf("%d downloads, want 1", n)
 	}
-	if len(ev.named("model.download")) != 1 {
-		t.Fatalf("model.download events %+v", ev.named("model.download"))
+	if len(ev.Named("model.download")) != 1 {
+		t.Fatalf("model.download events %+v", ev.Named("model.download"))
 	}
-	if len(ev.named("lock.wait")) == 0 || !strings.Contains(errOut.String(), "another process is healing m.gguf; waiting") {
+	if len(ev.Named("lock.wait")) == 0 || !strings.Contains(errOut.String(), "another process is healing m.gguf; waiting") {
 		t.Fatalf("no waiter reported: %q", errOut.String())
 	}
 }
@@ -255,7 +198,7 @@ func TestFailureIsRemembered(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("first Ensure: %v", err)
 	}
-	if dl := ev.named("model.download"); len(dl) != 1 || dl[0].Result != "failed" || !strings.Contains(dl[0].Reason, "404") {
+	if dl := ev.Named("model.download"); len(dl) != 1 || dl[0].Result != "failed" || !strings.Contains(dl[0].Reason, "404") {
 		t.Fatalf("model.download events %+v", dl)
 	}
 	err = h.Ensure(ctx, "t", m, path, false)
@@ -280,7 +223,7 @@ func TestFailureIsRemembered(t *testing.T) {
 	}
 
 	// A fixed manifest entry gets a fresh try at once.
-	good := model(1000)
+	good := guardtest.GGUF(1000)
 	fixed := serve(t, http.StatusOK, good, 0)
 	m2 := *m
 	m2.URLs = []string{fixed.URL}
@@ -308,7 +251,7 @@ func TestFailureBackoffExpires(t *testing.T) {
 
 func TestNotEnoughSpace(t *testing.T) {
 	h, ev, _ := healer(t)
-	srv := serve(t, http.StatusOK, model(10), 0)
+	srv := serve(t, http.StatusOK, guardtest.GGUF(10), 0)
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	m := &manifest.Model{File: "m.gguf", Size: 1 << 60, URLs: []string{srv.URL}}
 	err := h.Ensure(context.Background(), "t", m, path, false)
@@ -321,7 +264,7 @@ func TestNotEnoughSpace(t *testing.T) {
 	if _, _, ok := h.LastFailure(path); ok {
 		t.Fatal("a full disk was remembered as a failed heal")
 	}
-	if dl := ev.named("model.download"); len(dl) != 1 || dl[0].Result != "failed" {
+	if dl := ev.Named("model.download"); len(dl) != 1 || dl[0].Result != "failed" {
 		t.Fatalf("model.download events %+v", dl)
 	}
 }
@@ -357,14 +300,14 @@ func TestWaitIsBounded(t *testing.T) {
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want a bounded wait", err)
 	}
-	if len(ev.named("lock.wait")) != 1 {
-		t.Fatalf("lock.wait events %+v", ev.named("lock.wait"))
+	if len(ev.Named("lock.wait")) != 1 {
+		t.Fatalf("lock.wait events %+v", ev.Named("lock.wait"))
 	}
 }
 
 func TestCancelIsNotRemembered(t *testing.T) {
 	h, _, _ := healer(t)
-	data := model(400_000)
+	data := guardtest.GGUF(400_000)
 	srv := serve(t, http.StatusOK, data, 100*time.Millisecond)
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{srv.URL}}
@@ -381,7 +324,7 @@ func TestCancelIsNotRemembered(t *testing.T) {
 func TestCheckUnknown(t *testing.T) {
 	dir := t.TempDir()
 	good, html, empty := filepath.Join(dir, "a.gguf"), filepath.Join(dir, "b.gguf"), filepath.Join(dir, "c.gguf")
-	os.WriteFile(good, model(100), 0o644)
+	guardtest.WriteGGUF(t, good, 100)
 	os.WriteFile(html, []byte("<!DOCTYPE html><html>"), 0o644)
 	os.WriteFile(empty, nil, 0o644)
 	if err := models.CheckUnknown(good); err != nil {
@@ -396,5 +339,31 @@ func TestCheckUnknown(t *testing.T) {
 	}
 	if err := models.CheckUnknown(empty); !errors.As(err, &he) || he.Kind != "empty" {
 		t.Fatalf("empty: %v", err)
+	}
+}
+
+func TestPinHashesAndStamps(t *testing.T) {
+	h, ev, _ := healer(t)
+	data := guardtest.GGUF(70_000)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	os.WriteFile(path, data, 0o644)
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: strings.Repeat("0", 64)}
+	got, err := h.Pin(m, path)
+	if err != nil || got != guardtest.Sum(data) {
+		t.Fatalf("Pin = %q, %v; want %s", got, err, guardtest.Sum(data))
+	}
+	// The stamp Pin wrote makes the new pin hold without a rehash.
+	m.SHA256 = got
+	if st := h.Check(m, path); st != verify.OK {
+		t.Fatalf("Check after Pin = %s, want ok", st)
+	}
+	if len(ev.All()) != 0 {
+		t.Fatalf("events %+v, want none: pinning is not a heal", ev.All())
+	}
+	if _, err := h.Pin(&manifest.Model{File: "m.gguf", Size: int64(len(data)) + 1}, path); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("Pin of a file of the wrong size = %v, want a truncated error", err)
+	}
+	if _, err := h.Pin(m, filepath.Join(t.TempDir(), "absent.gguf")); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("Pin of a missing file = %v, want a missing error", err)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/sandbox-guard/guard/manifest/fetch"
-	"github.com/sandbox-guard/guard/manifest/verify"
+	"github.com/sandbox-guard/guard/guard/models/fetch"
+	"github.com/sandbox-guard/guard/guard/models/verify"
 )
 
 // checkSpace refuses a download that cannot fit before it starts, counting

@@ -16,15 +16,9 @@ import (
 	"golang.org/x/term"
 )
 
-// Every is how often a line is printed when stderr is not a terminal.
-// GUARD_PROGRESS_EVERY (a Go duration) overrides it, for tests and for
-// harnesses that want more or fewer lines.
-func Every() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("GUARD_PROGRESS_EVERY")); err == nil && d > 0 {
-		return d
-	}
-	return 5 * time.Second
-}
+// DefaultEvery is how often a line is printed when stderr is not a
+// terminal; GUARD_PROGRESS_EVERY, read by the caller, may ask for another.
+const DefaultEvery = 5 * time.Second
 
 // Reporter shows the progress of one long task until Stop.
 type Reporter struct {
@@ -49,10 +43,14 @@ func IsTerminal(w io.Writer) bool {
 }
 
 // Start begins reporting label to w. total is the byte count expected, or 0
-// for a task reported by SetStatus lines.
-func Start(w io.Writer, label string, total int64) *Reporter {
+// for a task reported by SetStatus lines. every is how often a line is
+// printed when w is not a terminal (0: DefaultEvery); a terminal gets a
+// bar redrawn five times a second.
+func Start(w io.Writer, label string, total int64, every time.Duration) *Reporter {
 	r := &Reporter{w: w, tty: IsTerminal(w), label: label, total: total, start: time.Now(), stop: make(chan struct{})}
-	every := Every()
+	if every <= 0 {
+		every = DefaultEvery
+	}
 	if r.tty {
 		every = 200 * time.Millisecond
 	}

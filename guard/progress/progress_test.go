@@ -3,25 +3,16 @@ package progress_test
 import (
 	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/progress"
 )
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func TestPlainLinesWhenNotATerminal(t *testing.T) {
-	t.Setenv("GUARD_PROGRESS_EVERY", "20ms")
-	var out syncBuf
-	r := progress.Start(&out, "downloading m.gguf", 1000)
+	var out guardtest.Buffer
+	r := progress.Start(&out, "downloading m.gguf", 1000, 20*time.Millisecond)
 	r.Add(500)
 	time.Sleep(120 * time.Millisecond)
 	r.Stop("guard: done")
@@ -35,7 +26,7 @@ func TestPlainLinesWhenNotATerminal(t *testing.T) {
 }
 
 func TestStatusLine(t *testing.T) {
-	r := progress.Start(&bytes.Buffer{}, "building llama-cpp", 0)
+	r := progress.Start(&bytes.Buffer{}, "building llama-cpp", 0, 0)
 	r.SetStatus("step 2/2\r")
 	line := r.Line()
 	r.Stop("")

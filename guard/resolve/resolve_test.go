@@ -67,3 +67,25 @@ func TestReal(t *testing.T) {
 		t.Fatal("manifest path pointing at guard itself was accepted")
 	}
 }
+
+func TestLookPath(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "noexec", "cmake"), 0o644)
+	os.MkdirAll(filepath.Join(root, "dir", "cmake"), 0o755) // a folder, not a command
+	want := filepath.Join(root, "bin", "cmake")
+	write(t, want, 0o755)
+	write(t, filepath.Join(root, "later", "cmake"), 0o755)
+	t.Chdir(root)
+	write(t, filepath.Join(root, "cmake"), 0o755) // in the current folder
+
+	path := strings.Join([]string{"", ".", "bin", filepath.Join(root, "noexec"), filepath.Join(root, "dir"), filepath.Join(root, "bin"), filepath.Join(root, "later")}, ":")
+	if got, ok := resolve.LookPath("cmake", path); !ok || got != want {
+		t.Fatalf("LookPath = %q, %v; want %q", got, ok, want)
+	}
+	if got, ok := resolve.LookPath("cmake", ":.:bin"); ok {
+		t.Fatalf("LookPath found %q through an empty or relative entry", got)
+	}
+	if _, ok := resolve.LookPath("absent", path); ok {
+		t.Fatal("LookPath found a missing command")
+	}
+}

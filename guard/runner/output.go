@@ -36,7 +36,7 @@ type watcher struct {
 }
 
 type streamState struct {
-	meter      progressMeter
+	meter      outputMeter
 	tail       []byte
 	n          int64 // bytes seen on this stream
 	answeredAt int64 // n when a prompt on this stream was last answered

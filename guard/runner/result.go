@@ -62,8 +62,8 @@ func (o Outcome) String() string {
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Exit statuses of DESIGN §5 and coreutils timeout that Status can return
-// besides the tool's own.
+// Exit statuses Status can return besides the tool's own: the README's
+// "Exit status of a shim call", 124 as coreutils timeout has it.
 const (
 	StatusTimeout       = 124
 	StatusGuardFailed   = 125
@@ -85,8 +85,8 @@ type Result struct {
 	Err      error // start error, or the context's error when it ended the run
 }
 
-// Status is the exit status a shim returns for this result (DESIGN §5): the
-// tool's own code, 128+N for a signal, 124 when guard ended the run, 126 or
+// Status is the exit status a shim returns for this result (the README's
+// "Exit status of a shim call"): the tool's own code, 128+N for a signal, 124 when guard ended the run, 126 or
 // 127 when the tool could not be started.
 func (r Result) Status() int {
 	switch r.Outcome {

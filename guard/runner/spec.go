@@ -26,7 +26,7 @@ type Spec struct {
 	// group, SIGKILL after Grace. 0 is no budget.
 	Budget time.Duration
 	// Stall ends the run when the output has not progressed (see
-	// progressMeter) for this long. 0 is off.
+	// outputMeter) for this long. 0 is off.
 	Stall time.Duration
 	// Grace is the time between SIGTERM and SIGKILL; 0 means DefaultGrace.
 	Grace time.Duration

@@ -1,0 +1,74 @@
+package install_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-guard/guard/guard/install"
+)
+
+// A dotfiles manager's ~/.bashrc is a link into its repository: install
+// edits the file the link names and leaves the link, and that file's mode,
+// as they were. guard's own copy is the opposite: it must be a file of its
+// own, so a link found in its place is replaced, never written through.
+func TestInstallWritesThroughRCLinksButNotTheGuardCopy(t *testing.T) {
+	home, dots, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
+	rc := filepath.Join(dots, "bashrc")
+	if err := os.WriteFile(rc, []byte("alias ll='ls -l'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(rc, filepath.Join(home, ".bashrc")); err != nil {
+		t.Fatal(err)
+	}
+	self := filepath.Join(elsewhere, "guard-build")
+	if err := os.WriteFile(self, []byte("new guard"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(elsewhere, "old-guard")
+	if err := os.WriteFile(old, []byte("old guard"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shims := filepath.Join(home, ".shim")
+	if err := os.MkdirAll(shims, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(old, filepath.Join(shims, install.GuardName)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := install.Install(install.Options{
+		Home: home, ShimDir: shims, StateDir: filepath.Join(home, ".cache", "guard"),
+		Self: self, Tools: []string{"npx"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if fi, err := os.Lstat(filepath.Join(home, ".bashrc")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("~/.bashrc is no longer a link: %v %v", fi, err)
+	}
+	b, err := os.ReadFile(rc)
+	if err != nil || !strings.HasPrefix(string(b), "alias ll='ls -l'\n") || !strings.Contains(string(b), "guard: shims first in PATH") {
+		t.Fatalf("linked rc file: %q %v", b, err)
+	}
+	if fi, _ := os.Stat(rc); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("linked rc file mode %v, want its own 0600", fi.Mode().Perm())
+	}
+	// ~/.profile did not exist: a new file, 0644.
+	if fi, err := os.Stat(filepath.Join(home, ".profile")); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("~/.profile: %v %v", fi, err)
+	}
+
+	copyPath := filepath.Join(shims, install.GuardName)
+	fi, err := os.Lstat(copyPath)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("guard's copy: %v %v, want a regular 0755 file", fi, err)
+	}
+	if b, _ := os.ReadFile(copyPath); string(b) != "new guard" {
+		t.Fatalf("guard's copy holds %q", b)
+	}
+	if b, _ := os.ReadFile(old); string(b) != "old guard" {
+		t.Fatalf("the link's old target was written: %q", b)
+	}
+}

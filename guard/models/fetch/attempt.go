@@ -1,0 +1,408 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/models/verify"
+)
+
+var errStalled = errors.New("stalled")
+
+// attempt makes one request (or one copy of a file:// source) and writes
+// what it gets.
+func (d *download) attempt(ctx context.Context, u *url.URL) error {
+	if u.Scheme == "file" {
+		return d.fromFile(u)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%s: unsupported url scheme %q (want https, http or file)", u.Redacted(), u.Scheme)
+	}
+	if d.r.Size > 0 && d.off == d.r.Size {
+		return d.finish(u.Redacted()) // an earlier run got every byte
+	}
+	if err := d.reserve(); err != nil {
+		return err
+	}
+
+	// The stall timer covers the whole attempt, from the request to the
+	// last byte: a server that accepts and never answers is as dead as one
+	// that stops in the middle.
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stall := time.AfterFunc(d.r.StallTimeout, func() { cancel(errStalled) })
+	defer stall.Stop()
+	stalled := func(err error) error {
+		if errors.Is(context.Cause(actx), errStalled) {
+			return &StallError{URL: u.Redacted(), After: d.r.StallTimeout}
+		}
+		return err
+	}
+
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", u.Redacted(), err)
+	}
+	req.Header.Set("User-Agent", "guard (model heal)")
+	// Identity: Go would otherwise ask for gzip and undo it, and a resume
+	// offset must count the bytes of the file itself.
+	req.Header.Set("Accept-Encoding", "identity")
+	d.authorize(req)
+	if d.off > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", d.off))
+		if v := d.meta.validator(); v != "" {
+			req.Header.Set("If-Range", v)
+		}
+	}
+	resp, err := d.r.Client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return stalled(&netError{fmt.Errorf("%s: %w", u.Redacted(), unwrapURLError(err))})
+	}
+	defer resp.Body.Close()
+
+	total, err := d.accept(resp, u.Redacted())
+	if err != nil {
+		return err
+	}
+	body := &stallReader{r: resp.Body, t: stall, every: d.r.StallTimeout}
+	d.startProgress(total)
+	if err := d.copy(body, u.Redacted()); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return stalled(err)
+	}
+	stall.Stop()
+	return d.finish(u.Redacted())
+}
+
+func (d *download) authorize(req *http.Request) {
+	if d.r.Token == "" {
+		return
+	}
+	if tokenAllowed(req.URL) {
+		req.Header.Set("Authorization", "Bearer "+d.r.Token)
+		return
+	}
+	if !d.warned && d.r.Progress != nil {
+		d.warned = true
+		fmt.Fprintf(d.r.Progress, "guard: not sending HF_TOKEN to %s over plain http\n", req.URL.Host)
+	}
+}
+
+// accept turns the response status into the offset the body starts at and
+// the total size, or an error. It may discard the partial file (a 200 to a
+// Range request is the whole file again).
+func (d *download) accept(resp *http.Response, src string) (int64, error) {
+	switch resp.StatusCode {
+	case http.StatusOK:
+		total := resp.ContentLength
+		if err := d.checkTotal(src, total); err != nil {
+			return 0, d.errorPage(resp.Body, src, err)
+		}
+		if d.off > 0 { // the server ignored the Range: this is the whole file again
+			if err := d.discard(); err != nil {
+				return 0, err
+			}
+		}
+		d.saveMeta(meta{URL: src, ETag: strongETag(resp.Header.Get("ETag")), LastModified: resp.Header.Get("Last-Modified")})
+		return total, nil
+	case http.StatusPartialContent:
+		start, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+		if !ok || start != d.off {
+			if err := d.discard(); err != nil {
+				return 0, err
+			}
+			return 0, &restartError{reason: fmt.Sprintf("%s resumed at the wrong place (Content-Range %q for a request from byte %d); starting over",
+				src, resp.Header.Get("Content-Range"), d.off)}
+		}
+		if err := d.checkTotal(src, total); err != nil {
+			return 0, err
+		}
+		d.res.Resumed = true
+		return total, nil
+	case http.StatusRequestedRangeNotSatisfiable:
+		if err := d.discard(); err != nil {
+			return 0, err
+		}
+		return 0, &restartError{reason: fmt.Sprintf("%s refused to resume from byte %d (416); starting over", src, d.off)}
+	}
+	return 0, statusError(resp, src, d.r.Token != "")
+}
+
+// errorPage looks at the first bytes of a source whose size is not the
+// manifest's: an error page (HTML, "Entry not found", a Git-LFS pointer)
+// is reported as what it is, not as a file to record with `guard manifest
+// pin`, and it leaves the other urls to try.
+func (d *download) errorPage(body io.Reader, src string, mismatch error) error {
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(body, head)
+	if err := d.sniff(head[:n], src); err != nil {
+		return err
+	}
+	return mismatch
+}
+
+// checkTotal compares the size a server announces with the manifest's.
+func (d *download) checkTotal(src string, total int64) error {
+	if total >= 0 && d.r.Size > 0 && total != d.r.Size {
+		return &MismatchError{URL: src, What: "size", Want: fmt.Sprint(d.r.Size), Got: fmt.Sprint(total)}
+	}
+	return nil
+}
+
+func statusError(resp *http.Response, src string, hadToken bool) error {
+	e := &HTTPError{URL: src, Status: resp.StatusCode}
+	// A few bytes of the body say more than the status ("Entry not found").
+	head := make([]byte, 256)
+	n, _ := io.ReadFull(resp.Body, head)
+	head = head[:n]
+	gated := strings.EqualFold(resp.Header.Get("X-Error-Code"), "GatedRepo")
+	switch {
+	case gated:
+		e.Hint = "the repository is gated: accept its terms on huggingface.co, then set HF_TOKEN to a token of that account"
+	case resp.StatusCode == http.StatusUnauthorized && !hadToken:
+		e.Hint = "the repository is private, gated or missing: set HF_TOKEN to a token that can read it"
+	case resp.StatusCode == http.StatusUnauthorized:
+		e.Hint = "HF_TOKEN was refused or cannot read this repository"
+	case resp.StatusCode == http.StatusForbidden:
+		e.Hint = "access denied"
+		if !hadToken {
+			e.Hint += "; if the repository is gated or private, set HF_TOKEN"
+		}
+	case resp.StatusCode == http.StatusNotFound:
+		e.Hint = "the file does not exist at this url; check the model's urls in the manifest"
+		if strings.HasPrefix(string(head), "Entry not found") {
+			e.Hint = `the server says "Entry not found": ` + e.Hint
+		}
+	case resp.StatusCode == http.StatusTooManyRequests:
+		e.Hint = "rate limited"
+	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return e
+}
+
+// retryAfter reads a Retry-After header: seconds or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		if s < 0 {
+			return 0
+		}
+		return time.Duration(min(s, 24*3600)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// parseContentRange reads "bytes START-END/TOTAL" (TOTAL may be "*").
+func parseContentRange(v string) (start, total int64, ok bool) {
+	rest, found := strings.CutPrefix(strings.TrimSpace(v), "bytes ")
+	if !found {
+		return 0, 0, false
+	}
+	rng, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, false
+	}
+	s, e, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, 0, false
+	}
+	start, err1 := strconv.ParseInt(s, 10, 64)
+	end, err2 := strconv.ParseInt(e, 10, 64)
+	if err1 != nil || err2 != nil || start < 0 || end < start {
+		return 0, 0, false
+	}
+	total = -1
+	if tot != "*" {
+		t, err := strconv.ParseInt(tot, 10, 64)
+		if err != nil || t <= end {
+			return 0, 0, false
+		}
+		total = t
+	}
+	return start, total, true
+}
+
+func strongETag(v string) string {
+	if strings.HasPrefix(v, "W/") {
+		return "" // a weak validator cannot guard a byte range
+	}
+	return v
+}
+
+func (m meta) validator() string {
+	if m.ETag != "" {
+		return m.ETag
+	}
+	return m.LastModified
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// fromFile copies a file:// source (a shared volume, a local mirror). It
+// always starts over: a local copy is fast, and the partial may come from
+// another source.
+func (d *download) fromFile(u *url.URL) error {
+	if u.Host != "" && u.Host != "localhost" {
+		return fmt.Errorf("%s: a file url must name a local path (file:///path)", u)
+	}
+	src, err := os.Open(u.Path)
+	if err != nil {
+		return fmt.Errorf("open mirror %s: %w", u.Path, err)
+	}
+	defer src.Close()
+	fi, err := src.Stat()
+	if err != nil {
+		return fmt.Errorf("open mirror %s: %w", u.Path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("mirror %s is not a regular file", u.Path)
+	}
+	if err := d.checkTotal(u.String(), fi.Size()); err != nil {
+		return d.errorPage(src, u.String(), err)
+	}
+	if d.off > 0 {
+		if err := d.discard(); err != nil {
+			return err
+		}
+	}
+	if err := d.reserve(); err != nil {
+		return err
+	}
+	d.startProgress(fi.Size())
+	if err := d.copy(src, u.String()); err != nil {
+		return err
+	}
+	return d.finish(u.String())
+}
+
+// copy writes body to the partial file from d.off on. A fresh file's first
+// bytes are checked first: an error page must never be saved as the file.
+func (d *download) copy(body io.Reader, src string) error {
+	buf := d.p.buffer()
+	defer func() {
+		if buf != nil {
+			d.p.giveBack(buf)
+		}
+	}()
+	// flush hands the filled part of buf to write (which owns it from then
+	// on) and takes a fresh buffer.
+	flush := func(fill int) error {
+		b := buf[:fill]
+		buf = nil
+		if err := d.write(b); err != nil {
+			return err
+		}
+		buf = d.p.buffer()
+		return nil
+	}
+	fill := 0
+	if d.off == 0 {
+		n, err := io.ReadAtLeast(body, buf, 64)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return &netError{fmt.Errorf("%s: %w", src, err)}
+		}
+		if err := d.sniff(buf[:n], src); err != nil {
+			return err
+		}
+		fill = n
+		if d.rep != nil {
+			d.rep.Add(int64(n))
+		}
+		if err != nil { // the whole body was shorter than 64 bytes
+			if fill > 0 {
+				if err := flush(fill); err != nil {
+					return err
+				}
+			}
+			return d.checkEnd(src)
+		}
+	}
+	for {
+		n, err := body.Read(buf[fill:])
+		if n > 0 {
+			if d.r.Size > 0 && d.off+int64(fill+n) > d.r.Size {
+				_ = d.discard() // not the file the manifest means
+				return &MismatchError{URL: src, What: "size", Want: fmt.Sprint(d.r.Size), Got: fmt.Sprint("at least ", d.off+int64(fill+n))}
+			}
+			fill += n
+			if d.rep != nil {
+				d.rep.Add(int64(n))
+			}
+		}
+		if fill >= flushAt || (err != nil && fill > 0) {
+			if werr := flush(fill); werr != nil {
+				return werr
+			}
+			fill = 0
+		}
+		if errors.Is(err, io.EOF) {
+			return d.checkEnd(src)
+		}
+		if err != nil {
+			return &netError{fmt.Errorf("%s: %w", src, err)}
+		}
+	}
+}
+
+// checkEnd makes sure a clean end of the body was not cut short by a
+// server that sent no length.
+func (d *download) checkEnd(src string) error {
+	if d.r.Size > 0 && d.off < d.r.Size {
+		return &shortError{url: src, got: d.off, want: d.r.Size}
+	}
+	return nil
+}
+
+func (d *download) sniff(b []byte, src string) error {
+	err := verify.ErrorBody(b)
+	if err == nil && strings.HasSuffix(strings.ToLower(d.r.Dest), ".gguf") {
+		err = verify.Header(b)
+	}
+	if err != nil {
+		return &BodyError{URL: src, Err: err}
+	}
+	return nil
+}
+
+// stallReader pushes the stall deadline back on every read that returns
+// bytes.
+type stallReader struct {
+	r     io.Reader
+	t     *time.Timer
+	every time.Duration
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.t.Reset(s.every)
+	}
+	return n, err
+}

@@ -1,0 +1,207 @@
+// Package fetch downloads one file, resumably and atomically.
+//
+// Bytes go to DEST.partial beside the target and are hashed as they are
+// written. An interrupted download resumes with a Range request (guarded by
+// If-Range when the server gave a validator, kept in DEST.partial.meta),
+// after the partial has been re-hashed. Only a complete file whose size and
+// sha256 match what was asked for is fsynced and renamed over DEST, so DEST
+// is never a half-written or wrong file. Error pages (HTML, JSON, Hugging
+// Face's "Entry not found", Git-LFS pointers) are refused on their first
+// bytes, and a source that serves another size or hash than the manifest's
+// is reported as the manifest problem it is, without retries.
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Request says what to download and how hard to try.
+type Request struct {
+	URLs   []string // tried in order; http, https or file
+	Dest   string
+	Size   int64  // exact bytes; 0 = unknown
+	SHA256 string // hex; "" = not pinned
+	Token  string // bearer token (HF_TOKEN), sent only over https or to loopback
+
+	Client   *http.Client // nil = DefaultClient()
+	Progress io.Writer    // where progress lines go (stderr); nil = none
+	// ProgressEvery is how often a progress line is printed off a
+	// terminal; 0 is progress.DefaultEvery.
+	ProgressEvery time.Duration
+	Retries       int // per URL; 0 = 5, negative = none
+	Backoff       time.Duration
+	StallTimeout  time.Duration
+	OnRetry       func(url string, attempt int, err error)
+}
+
+// Result describes a finished download.
+type Result struct {
+	URL      string // the source that served the file
+	Bytes    int64  // fetched in this run (not counting a resumed partial)
+	Resumed  bool   // a partial file was continued
+	SHA256   string
+	Attempts int
+}
+
+// Defaults for the zero fields of a Request.
+const (
+	DefaultRetries      = 5
+	DefaultBackoff      = time.Second
+	DefaultStallTimeout = 60 * time.Second
+	maxBackoff          = 2 * time.Minute
+)
+
+// Fetch downloads the first URL that works into r.Dest. The caller must not
+// run two Fetches of one Dest at once (guard holds a lock); Fetch refuses a
+// partial file another process is writing.
+func Fetch(ctx context.Context, r Request) (Result, error) {
+	if len(r.URLs) == 0 {
+		return Result{}, fmt.Errorf("download %s: no url to download from", r.Dest)
+	}
+	r = withDefaults(r)
+	d, err := openDownload(r)
+	if err != nil {
+		return Result{}, err
+	}
+	defer d.close()
+
+	var errs []error
+	for _, raw := range r.URLs {
+		err := d.fromURL(ctx, raw)
+		if err == nil {
+			d.res.URL = raw
+			d.res.SHA256 = d.sum
+			d.stopProgress(true)
+			return d.res, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || stopsAll(err) {
+			break
+		}
+	}
+	d.stopProgress(false)
+	if len(errs) == 1 {
+		return d.res, fmt.Errorf("download %s: %w", d.name, errs[0])
+	}
+	return d.res, fmt.Errorf("download %s: every url failed:\n%w", d.name, errors.Join(errs...))
+}
+
+func withDefaults(r Request) Request {
+	if r.Client == nil {
+		r.Client = DefaultClient()
+	}
+	if r.Retries == 0 {
+		r.Retries = DefaultRetries
+	}
+	if r.Retries < 0 {
+		r.Retries = 0
+	}
+	if r.Backoff <= 0 {
+		r.Backoff = DefaultBackoff
+	}
+	if r.StallTimeout <= 0 {
+		r.StallTimeout = DefaultStallTimeout
+	}
+	return r
+}
+
+// stopsAll reports errors that no other URL can fix.
+func stopsAll(err error) bool {
+	var m *MismatchError
+	var f *fatalError
+	return errors.As(err, &m) || errors.As(err, &f) || errors.Is(err, ErrNoSpace)
+}
+
+// fromURL tries one URL, with retries. An attempt that moved the download
+// forward does not use up a retry: a link that drops every few hundred MB
+// still finishes.
+func (d *download) fromURL(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("parse url %q: %w", raw, err)
+	}
+	failures := 0
+	for {
+		d.res.Attempts++
+		before := d.off
+		err := d.attempt(ctx, u)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", raw, context.Cause(ctx))
+		}
+		wait, ok := d.retryWait(err, failures)
+		if !ok {
+			return err
+		}
+		if d.off > before {
+			failures = 0
+		} else {
+			failures++
+		}
+		if failures > d.r.Retries {
+			return fmt.Errorf("gave up after %d attempts: %w", failures, err)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return fmt.Errorf("%w (retrying would pass the heal time limit)", err)
+		}
+		if d.r.OnRetry != nil {
+			d.r.OnRetry(raw, d.res.Attempts, err)
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("%s: %w", raw, context.Cause(ctx))
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// retryWait says whether err is worth another attempt on the same URL and
+// how long to wait first: the server's Retry-After if it gave one, else a
+// jittered exponential back-off.
+func (d *download) retryWait(err error, failures int) (time.Duration, bool) {
+	var (
+		h  *HTTPError
+		rs *restartError
+		st *StallError
+		sh *shortError
+	)
+	switch {
+	case stopsAll(err):
+		return 0, false
+	case errors.As(err, &rs):
+		return 0, true
+	case errors.As(err, &h):
+		if !h.Temporary() {
+			return 0, false
+		}
+		return max(h.RetryAfter, backoff(d.r.Backoff, failures)), true
+	case errors.As(err, &st), errors.As(err, &sh):
+		return backoff(d.r.Backoff, failures), true
+	case errors.As(err, new(*BodyError)):
+		return 0, false
+	case isNetError(err):
+		return backoff(d.r.Backoff, failures), true
+	}
+	return 0, false
+}
+
+func backoff(base time.Duration, failures int) time.Duration {
+	d := base << min(failures, 10)
+	d = min(d, maxBackoff)
+	// Jitter between 0.5x and 1.5x so that many sandboxes hit by one
+	// outage do not come back in step.
+	return d/2 + rand.N(d+1)
+}

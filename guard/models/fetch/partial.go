@@ -1,0 +1,286 @@
+package fetch
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-guard/guard/guard/progress"
+)
+
+// Copy buffers: a few of bufSize, allocated once per Fetch. Writes go to
+// disk in chunks of at least flushAt bytes whatever size the network reads
+// are, and each written chunk goes to the hashing goroutine.
+const (
+	buffers = 4
+	bufSize = 1 << 20
+	flushAt = 512 << 10
+)
+
+// download is the state of one Fetch across attempts and URLs. Invariant:
+// the first off bytes of the partial file have been queued to p.
+type download struct {
+	r       Request
+	name    string // base name of Dest, for messages
+	partial string
+	f       *os.File
+	p       *pipe
+	off     int64 // bytes in the partial file
+	old     int64 // of those, bytes that came from an earlier run
+	meta    meta
+	sum     string
+	res     Result
+	rep     *progress.Reporter
+	warned  bool // the token was withheld once already
+}
+
+// meta is the sidecar that lets a later run resume safely.
+type meta struct {
+	URL          string `json:"url"`
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+}
+
+func openDownload(r Request) (*download, error) {
+	d := &download{r: r, name: filepath.Base(r.Dest), partial: r.Dest + ".partial"}
+	if err := os.MkdirAll(filepath.Dir(r.Dest), 0o755); err != nil {
+		return nil, fmt.Errorf("download %s: %w", d.name, err)
+	}
+	f, err := os.OpenFile(d.partial, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("download %s: open partial file: %w", d.name, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("download %s: another download is writing %s", d.name, d.partial)
+	}
+	d.f = f
+	d.p = newPipe(buffers, bufSize)
+	fi, err := f.Stat()
+	if err != nil {
+		d.close()
+		return nil, fmt.Errorf("download %s: %w", d.name, err)
+	}
+	if n := fi.Size(); n > 0 {
+		if err := d.adopt(n); err != nil {
+			d.close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// adopt takes over a partial file left by an earlier run: re-hash what is
+// there (a resume appends to it, so its bytes must be known), or discard it
+// if it cannot belong to this file.
+func (d *download) adopt(n int64) error {
+	if d.r.Size > 0 && n > d.r.Size {
+		return d.discard()
+	}
+	for d.off < n {
+		b := d.p.buffer()
+		k, err := d.f.ReadAt(b[:min(int64(len(b)), n-d.off)], d.off)
+		if err != nil && !errors.Is(err, io.EOF) || k == 0 {
+			d.p.giveBack(b)
+			d.p.reset()
+			d.off = 0
+			return fmt.Errorf("download %s: re-hash partial file: %w", d.name, cmp.Or(err, io.ErrUnexpectedEOF))
+		}
+		d.p.hash(b[:k])
+		d.off += int64(k)
+	}
+	d.old = n
+	if b, err := os.ReadFile(d.partial + ".meta"); err == nil {
+		_ = json.Unmarshal(b, &d.meta) // a bad sidecar only costs the validator
+	}
+	return nil
+}
+
+// discard empties the partial file and forgets its validator.
+func (d *download) discard() error {
+	if err := d.f.Truncate(0); err != nil {
+		return &fatalError{fmt.Errorf("download %s: discard partial file: %w", d.name, err)}
+	}
+	d.p.reset()
+	d.off, d.old = 0, 0
+	d.meta = meta{}
+	_ = os.Remove(d.partial + ".meta")
+	return nil
+}
+
+func (d *download) saveMeta(m meta) {
+	d.meta = m
+	if m.ETag == "" && m.LastModified == "" {
+		_ = os.Remove(d.partial + ".meta")
+		return
+	}
+	if b, err := json.Marshal(m); err == nil {
+		_ = os.WriteFile(d.partial+".meta", b, 0o644)
+	}
+}
+
+// reserve asks the file system for the rest of the file up front, so a
+// full disk is reported before the download rather than in the middle of
+// it. KEEP_SIZE leaves the file's size at the bytes really written.
+func (d *download) reserve() error {
+	if d.r.Size <= d.off {
+		return nil
+	}
+	err := unix.Fallocate(int(d.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, d.off, d.r.Size-d.off)
+	if errors.Is(err, syscall.ENOSPC) {
+		return d.noSpace()
+	}
+	return nil // unsupported: the writes will tell
+}
+
+// noSpace removes the partial file (a sandbox with a full disk needs the
+// room more than a resume) and reports how much is missing.
+func (d *download) noSpace() error {
+	need := int64(0)
+	if d.r.Size > 0 {
+		need = d.r.Size - d.off
+	}
+	_ = d.f.Truncate(0)
+	_ = os.Remove(d.partial)
+	_ = os.Remove(d.partial + ".meta")
+	d.p.reset()
+	d.off, d.old = 0, 0
+	dir := filepath.Dir(d.r.Dest)
+	return &fatalError{&SpaceError{Dir: dir, Need: need, Free: FreeSpace(dir)}}
+}
+
+// write appends b to the partial file and queues it to the hash; the pipe
+// owns b from then on, whatever happens.
+func (d *download) write(b []byte) error {
+	if _, err := d.f.WriteAt(b, d.off); err != nil {
+		d.p.giveBack(b)
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return d.noSpace()
+		}
+		return &fatalError{fmt.Errorf("write %s: %w", d.partial, err)}
+	}
+	d.p.hash(b)
+	d.off += int64(len(b))
+	d.res.Bytes += int64(len(b))
+	return nil
+}
+
+// finish checks the complete partial file and renames it over Dest.
+func (d *download) finish(src string) error {
+	if err := d.f.Sync(); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return d.noSpace()
+		}
+		return &fatalError{fmt.Errorf("sync %s: %w", d.partial, err)}
+	}
+	fi, err := d.f.Stat()
+	if err != nil {
+		return &fatalError{fmt.Errorf("stat %s: %w", d.partial, err)}
+	}
+	if fi.Size() != d.off {
+		_ = d.discard()
+		return &fatalError{fmt.Errorf("%s holds %d bytes after writing %d; the file system lost data", d.partial, fi.Size(), d.off)}
+	}
+	if d.r.Size > 0 && d.off != d.r.Size {
+		_ = d.discard()
+		return &MismatchError{URL: src, What: "size", Want: fmt.Sprint(d.r.Size), Got: fmt.Sprint(d.off)}
+	}
+	sum := d.p.sum()
+	if pin := strings.ToLower(strings.TrimSpace(d.r.SHA256)); pin != "" && sum != pin {
+		if d.old > 0 {
+			// The bytes from an earlier run may come from another
+			// version of the file: start over once before blaming
+			// the source.
+			if err := d.discard(); err != nil {
+				return err
+			}
+			return &restartError{reason: "the resumed file did not match its sha256; starting over"}
+		}
+		d.removePartial()
+		return &MismatchError{URL: src, What: "sha256", Want: pin, Got: sum}
+	}
+	if err := d.f.Close(); err != nil {
+		d.f = nil
+		return &fatalError{fmt.Errorf("close %s: %w", d.partial, err)}
+	}
+	d.f = nil
+	if err := os.Rename(d.partial, d.r.Dest); err != nil {
+		return &fatalError{fmt.Errorf("rename %s: %w", d.partial, err)}
+	}
+	_ = os.Remove(d.partial + ".meta")
+	if err := syncDir(filepath.Dir(d.r.Dest)); err != nil {
+		return &fatalError{err}
+	}
+	d.sum = sum
+	return nil
+}
+
+func (d *download) removePartial() {
+	if d.f != nil {
+		d.f.Close()
+		d.f = nil
+	}
+	_ = os.Remove(d.partial)
+	_ = os.Remove(d.partial + ".meta")
+	d.p.reset()
+	d.off, d.old = 0, 0
+}
+
+// close releases the partial file (and its lock). An empty partial file is
+// removed: it holds nothing worth resuming.
+func (d *download) close() {
+	d.p.close()
+	if d.f == nil {
+		return
+	}
+	if d.off == 0 {
+		_ = os.Remove(d.partial)
+		_ = os.Remove(d.partial + ".meta")
+	}
+	d.f.Close()
+	d.f = nil
+}
+
+// syncDir makes a rename durable: without it a crash can leave the old
+// directory entry.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (d *download) startProgress(total int64) {
+	if d.r.Progress == nil {
+		return
+	}
+	if d.rep == nil {
+		d.rep = progress.Start(d.r.Progress, "downloading "+d.name, total, d.r.ProgressEvery)
+	}
+	d.rep.SetBase(d.off)
+}
+
+func (d *download) stopProgress(ok bool) {
+	if d.rep == nil {
+		return
+	}
+	final := ""
+	if ok {
+		final = fmt.Sprintf("guard: downloaded %s (%.1f MB)", d.name, float64(d.off)/1e6)
+	}
+	d.rep.Stop(final)
+	d.rep = nil
+}

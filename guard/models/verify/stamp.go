@@ -1,0 +1,91 @@
+package verify
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/sandbox-guard/guard/guard/state"
+)
+
+// stamp records the sha256 of a file together with the identity the file
+// had when it was hashed. ctime is part of it because cp -p, rsync -t and
+// tar can rewrite a file in place with the old size and mtime; nothing in
+// user space can set ctime back.
+type stamp struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	identity
+}
+
+type identity struct {
+	Size    int64  `json:"size"`
+	MtimeNS int64  `json:"mtime_ns"`
+	CtimeNS int64  `json:"ctime_ns"`
+	Dev     uint64 `json:"dev"`
+	Ino     uint64 `json:"ino"`
+}
+
+func identityOf(fi os.FileInfo) identity {
+	id := identity{Size: fi.Size(), MtimeNS: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id.CtimeNS = st.Ctim.Sec*1e9 + st.Ctim.Nsec
+		id.Dev = uint64(st.Dev)
+		id.Ino = st.Ino
+	}
+	return id
+}
+
+// stampPath names the stamp of path after its absolute path (state.PathKey),
+// which the stamp also records.
+func stampPath(stampDir, path string) (abs, stampFile string) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = filepath.Clean(path)
+	}
+	return abs, filepath.Join(stampDir, state.PathKey(abs)+".stamp")
+}
+
+// readStamp returns the stamp for path, or ok false when there is none or
+// it cannot be read (which only costs a rehash).
+func readStamp(stampDir, path string) (stamp, bool) {
+	abs, name := stampPath(stampDir, path)
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return stamp{}, false
+	}
+	var s stamp
+	if json.Unmarshal(b, &s) != nil || s.Path != abs {
+		return stamp{}, false
+	}
+	return s, true
+}
+
+// WriteStamp records sum as the sha256 of path as the file is now (size,
+// mtime, ctime, device, inode). The caller must know that sum is the sum of
+// the file as it is: Full after hashing, a download after its rename. The
+// write is atomic (state.Replace): a reader sees the old stamp or the new.
+func WriteStamp(stampDir, path, sum string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("write stamp: %w", err)
+	}
+	return writeStamp(stampDir, path, sum, identityOf(fi))
+}
+
+func writeStamp(stampDir, path, sum string, id identity) error {
+	abs, name := stampPath(stampDir, path)
+	b, err := json.Marshal(stamp{Path: abs, SHA256: normalSum(sum), identity: id})
+	if err != nil {
+		return fmt.Errorf("write stamp: %w", err)
+	}
+	if err := os.MkdirAll(stampDir, 0o700); err != nil {
+		return fmt.Errorf("write stamp: %w", err)
+	}
+	if err := state.Replace(name, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write stamp: %w", err)
+	}
+	return nil
+}

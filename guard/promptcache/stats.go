@@ -1,0 +1,131 @@
+package promptcache
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/gofrs/flock"
+)
+
+// Stats describes the cache for `guard cache stats`.
+type Stats struct {
+	Entries      int
+	Bytes        int64 // entry files on disk, headers included (what MaxBytes caps)
+	Hits, Misses int64
+	SavedSeconds float64 // sum of Entry.Seconds over all hits
+}
+
+// Stats counts the entries on disk and reads the counters under their lock.
+// A cache that was never created has zero stats.
+func (s *Store) Stats() (Stats, error) {
+	if s.Dir == "" {
+		return Stats{}, fmt.Errorf("stats: %w", errNoDir)
+	}
+	items, err := s.list()
+	if errors.Is(err, fs.ErrNotExist) {
+		return Stats{}, nil
+	}
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	var st Stats
+	for _, it := range items {
+		st.Entries++
+		st.Bytes += it.size
+	}
+	var c counters
+	if err := s.update(func(cur *counters) { c = *cur }); err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	st.Hits, st.Misses, st.SavedSeconds = c.hits, c.misses, c.saved
+	return st, nil
+}
+
+// The counters file is 32 bytes: magic, hits, misses, saved seconds (float64
+// bits), little-endian. Unreadable content counts as zero rather than
+// blocking the cache.
+const (
+	statsName  = "stats"
+	statsMagic = "GUARDPS1"
+	statsSize  = 32
+)
+
+type counters struct {
+	hits, misses int64
+	saved        float64
+}
+
+func decodeCounters(b []byte) counters {
+	if len(b) != statsSize || string(b[:8]) != statsMagic {
+		return counters{}
+	}
+	c := counters{
+		hits:   int64(binary.LittleEndian.Uint64(b[8:])),
+		misses: int64(binary.LittleEndian.Uint64(b[16:])),
+		saved:  math.Float64frombits(binary.LittleEndian.Uint64(b[24:])),
+	}
+	if c.hits < 0 || c.misses < 0 || cleanSeconds(c.saved) != c.saved {
+		return counters{}
+	}
+	return c
+}
+
+func (c counters) encode() []byte {
+	b := make([]byte, statsSize)
+	copy(b, statsMagic)
+	binary.LittleEndian.PutUint64(b[8:], uint64(c.hits))
+	binary.LittleEndian.PutUint64(b[16:], uint64(c.misses))
+	binary.LittleEndian.PutUint64(b[24:], math.Float64bits(c.saved))
+	return b
+}
+
+// update applies fn to the counters while holding an exclusive flock on the
+// counters file, so concurrent processes never lose an increment. The lock
+// is per open file, so goroutines of one process exclude each other too.
+// No fsync: a crash may lose the last increments, never the entries.
+func (s *Store) update(fn func(*counters)) error {
+	path := filepath.Join(s.Dir, statsName)
+	lk := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(filePerm))
+	if err := lk.Lock(); err != nil {
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	defer lk.Unlock()
+	fd, err := openRaw(path, syscall.O_RDWR)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	var buf [statsSize + 1]byte
+	n, err := preadFull(fd, buf[:])
+	if err != nil {
+		return &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	if n == 0 {
+		// Just created: the mode asked for passed through the umask, so
+		// state it explicitly.
+		if err := syscall.Fchmod(fd, filePerm); err != nil {
+			return &fs.PathError{Op: "chmod", Path: path, Err: err}
+		}
+	}
+	c := decodeCounters(buf[:n])
+	before := c
+	fn(&c)
+	if c == before && n == statsSize {
+		return nil
+	}
+	if err := pwriteFull(fd, c.encode()); err != nil {
+		return &fs.PathError{Op: "write", Path: path, Err: err}
+	}
+	if n > statsSize {
+		if err := syscall.Ftruncate(fd, statsSize); err != nil {
+			return &fs.PathError{Op: "truncate", Path: path, Err: err}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+// Package state is where guard keeps its own files and how it writes them.
+//
+// Every guard process finds its state through the same folder
+// ($GUARD_STATE_DIR, ~/.cache/guard by default) and names the same files in
+// it; Layout spells each name once, so two packages cannot drift apart on
+// where the locks or stamps are. The writers here are the one way guard
+// replaces a file (Replace for its own files, WriteAtomic for a person's),
+// PathKey the one way it names a file after another path, and OpenLog the
+// one way it appends to a log it rotates.
+//
+// It imports the standard library only, so the manifest package, which must
+// stay free of guard's runtime, can use it too.
+package state
+
+import "path/filepath"
+
+// Layout names the files below one state folder.
+type Layout struct {
+	Dir string // the state folder
+}
+
+// Stamps holds the hash stamps of model files and the health stamps of
+// binaries: what lets a healthy call skip a hash or an ELF walk.
+func (l Layout) Stamps() string { return filepath.Join(l.Dir, "stamps") }
+
+// Lock is the heal lock named name: locks/name.lock.
+func (l Layout) Lock(name string) string { return filepath.Join(l.Dir, "locks", name+".lock") }
+
+// Prompts holds the prompt cache.
+func (l Layout) Prompts() string { return filepath.Join(l.Dir, "prompts") }
+
+// Failures holds the remembered failed heals, each kept until its back-off
+// ends.
+func (l Layout) Failures() string { return filepath.Join(l.Dir, "failures") }
+
+// Builds holds the build logs and the markers of builds in progress.
+func (l Layout) Builds() string { return filepath.Join(l.Dir, "builds") }
+
+// Installed is the marker guard install writes (it holds the shim folder),
+// so a call can rebuild a shim folder a sandbox evicted whole.
+func (l Layout) Installed() string { return filepath.Join(l.Dir, "installed") }
+
+// DecodedManifest is the manifest decoded once and kept as JSON, so a shim
+// call does not decode TOML.
+func (l Layout) DecodedManifest() string { return filepath.Join(l.Dir, "manifest.json") }
