@@ -31,9 +31,10 @@ func init() {
 }
 
 // faultMount is this test binary run as fault-mount inside `unshare -m`:
-// fault-mount tmpfs|ro DIR [SIZE] -- PROG ARGS... mounts a small tmpfs (a
-// full disk) or a read-only bind of DIR, in a mount namespace of its own so
-// nothing outlives the call, and execs PROG.
+// fault-mount tmpfs|ro|bind DIR [SIZE|SRC] -- PROG ARGS... mounts a small
+// tmpfs (a full disk), a read-only bind of DIR, or SRC bound over DIR (a
+// copy standing in for it), in a mount namespace of its own so nothing
+// outlives the call, and execs PROG.
 func faultMount(args []string) int {
 	sep := -1
 	for i, a := range args {
@@ -43,7 +44,7 @@ func faultMount(args []string) int {
 		}
 	}
 	if sep < 2 || sep == len(args)-1 {
-		fmt.Fprintln(os.Stderr, "usage: fault-mount tmpfs|ro DIR [SIZE] -- PROG ARGS...")
+		fmt.Fprintln(os.Stderr, "usage: fault-mount tmpfs|ro|bind DIR [SIZE|SRC] -- PROG ARGS...")
 		return 2
 	}
 	mode, dir, prog := args[0], args[1], args[sep+1:]
@@ -59,6 +60,12 @@ func faultMount(args []string) int {
 		if err = syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err == nil {
 			err = syscall.Mount("", dir, "", syscall.MS_REMOUNT|syscall.MS_BIND|syscall.MS_RDONLY, "")
 		}
+	case "bind":
+		if sep != 3 {
+			err = fmt.Errorf("bind needs the source folder")
+			break
+		}
+		err = syscall.Mount(args[2], dir, "", syscall.MS_BIND, "")
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
@@ -90,8 +97,9 @@ func canMount(t *testing.T) bool {
 	return err == nil
 }
 
-// underMount runs the shim call name inside fault-mount MODE DIR [SIZE].
-func (e *faultEnv) underMount(mode, dir, size, name string, args ...string) faultResult {
+// underMount runs the shim call name inside fault-mount MODE DIR [ARG]
+// (ARG: a tmpfs's size, a bind's source).
+func (e *faultEnv) underMount(mode, dir, arg, name string, args ...string) faultResult {
 	self, _ := os.Readlink(e.Guard)
 	helper := filepath.Join(e.Dir, "self", "fault-mount")
 	if _, err := os.Lstat(helper); err != nil {
@@ -100,8 +108,8 @@ func (e *faultEnv) underMount(mode, dir, size, name string, args ...string) faul
 		}
 	}
 	argv := []string{"-m", "--propagation", "private", helper, mode, dir}
-	if size != "" {
-		argv = append(argv, size)
+	if arg != "" {
+		argv = append(argv, arg)
 	}
 	argv = append(argv, "--", filepath.Join(e.ShimDir, name))
 	unshare, _ := exec.LookPath("unshare")
