@@ -1,0 +1,416 @@
+package main
+
+// TestRealLlama runs guard's call path (this test binary as guard, under
+// its shim names, as in the fault tests) against a real llama.cpp build:
+// the suite's fake tools cannot show what the real binaries do (answers
+// lost at exit, the conversation-mode hang, their logs, their libraries).
+// It is opt-in, since a build takes about 15 minutes on 2 cores:
+//
+//	GUARD_REAL_LLAMA=/path/to/llama.cpp go test -run TestRealLlama ./cmd/guard
+//
+// names a llama.cpp folder whose build/bin holds llama-completion and
+// llama-simple. The model is guardtest.LlamaGGUF: tiny, random weights, a
+// chat template, so llama-completion really enters conversation mode.
+//
+// The folder is only read. Calls run the binaries in place, with no build
+// recipe in the manifest, so no call can rebuild them. The rebuild case
+// works on a copy: the build folder (some 50 MB of objects and libraries;
+// the copy is timed and sized in the log) is copied with its timestamps,
+// one library is evicted from the copy, and the call runs in a mount
+// namespace of its own where the copy is bound over GUARD_REAL_LLAMA/build.
+// Every absolute path CMake wrote into the build (the Makefiles, the
+// binaries' RUNPATH) then leads to the copy, so the manifest's real recipe
+// (`cmake --build build --target ...` in GUARD_REAL_LLAMA) relinks the
+// copy in seconds with nothing to recompile, while GUARD_REAL_LLAMA itself
+// is checked to be untouched. A copy without the namespace would not do:
+// CMake refuses a cache moved to another folder, and the copied binaries
+// would still load the original libraries through their absolute RUNPATH.
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
+)
+
+// realLlamaManifest mirrors the default manifest's llama tools; with
+// rebuild, both tools name a recipe that relinks them in place.
+func realLlamaManifest(root string, model []byte, rebuild bool) string {
+	build, recipe := "", ""
+	if rebuild {
+		build = `build = "llama-cpp"`
+		recipe = fmt.Sprintf(`
+[builds.llama-cpp]
+dir = %q
+steps = [["cmake", "--build", "build", "--target", "llama-completion", "llama-simple", "-j2"]]
+timeout = "10m"
+`, root)
+	}
+	return fmt.Sprintf(`
+[tools.llama-completion]
+path = %[1]q
+fallback = ["llama-simple"]
+stall = "45s"
+prompts = "kill"
+defaults = ["-t", "2", "-fa", "on", "--ctx-size", "2048"]
+%[3]s
+
+[tools.llama-simple]
+path = %[2]q
+prompts = "kill"
+%[3]s
+%[4]s
+[budget]
+cap = "120s"
+heal = "10m"
+
+[[models]]
+file = "tiny.gguf"
+size = %[5]d
+sha256 = %[6]q
+urls = ["file://$DIR/mirror/tiny.gguf"]
+budget = { base = "30s", tokens_per_second = 20 }
+`, filepath.Join(root, "build", "bin", "llama-completion"), filepath.Join(root, "build", "bin", "llama-simple"),
+		build, recipe, len(model), guardtest.Sum(model))
+}
+
+func TestRealLlama(t *testing.T) {
+	root := os.Getenv("GUARD_REAL_LLAMA")
+	if root == "" {
+		t.Skip("opt-in: set GUARD_REAL_LLAMA to a llama.cpp folder with build/bin (see the README's opening section)")
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completion := filepath.Join(root, "build", "bin", "llama-completion")
+	for _, p := range []string{completion, filepath.Join(root, "build", "bin", "llama-simple")} {
+		if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 {
+			t.Fatalf("GUARD_REAL_LLAMA=%s: %s is not an executable (%v); build it: cmake -B build && cmake --build build --target llama-completion llama-simple", root, p, err)
+		}
+	}
+	model := guardtest.LlamaGGUF(1)
+	// The cache off: every call must really run the tool.
+	e := newFaultEnv(t, realLlamaManifest(root, model, false)).With("GUARD_CACHE=off")
+	guardtest.WriteFile(t, filepath.Join(e.Dir, "mirror", "tiny.gguf"), string(model), 0o644)
+	path := filepath.Join(e.Home, "models", "tiny.gguf")
+	// The cases after the first need the model it heals; run alone, they
+	// find it in place.
+	haveModel := func(t *testing.T) {
+		if _, err := os.Stat(path); err != nil {
+			guardtest.WriteFile(t, path, string(model), 0o644)
+		}
+	}
+
+	t.Run("heal_from_file_url", func(t *testing.T) {
+		r := e.Run("llama-completion", "-m", path, "-p", "hello", "-n", "8")
+		if r.Code != 0 || r.Stdout == "" {
+			t.Fatalf("the call that heals the model: %s", r)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || !bytes.Equal(got, model) {
+			t.Fatalf("the healed model is not the mirror's file (%d bytes, %v)", len(got), err)
+		}
+		dl := logEvents(t, e.Log, "model.download")
+		if len(dl) != 1 || dl[0]["result"] != "ok" || dl[0]["bytes"] != float64(len(model)) {
+			t.Fatalf("model.download events: %v", dl)
+		}
+		t.Logf("heal from file:// and first answer: %s (%d-byte model)", r.Elapsed.Round(time.Millisecond), len(model))
+	})
+
+	t.Run("no-cnv_with_open_stdin", func(t *testing.T) {
+		haveModel(t)
+		args := []string{"-m", path, "-p", "hello", "-n", "4"}
+		waited := hangsAtPrompt(t, completion, args)
+		r := runOpenStdin(e, "llama-completion", args...)
+		if r.Code != 0 || r.Stdout == "" || strings.Contains(r.Stdout, "\n> ") {
+			t.Fatalf("through guard, with stdin an open pipe: %s", r)
+		}
+		if strings.Contains(r.Stderr, "enabling conversation mode") {
+			t.Fatalf("guard did not turn conversation mode off:\n%s", r.Stderr)
+		}
+		t.Logf("without guard: waiting on stdin at the \"> \" prompt after %s, still there 1 s later; through guard: exit 0 in %s",
+			waited.Round(time.Millisecond), r.Elapsed.Round(time.Millisecond))
+	})
+
+	t.Run("20_piped_calls", func(t *testing.T) {
+		haveModel(t)
+		// llama-completion writes its answer, like its logs, through
+		// llama.cpp's asynchronous logger, which upstream deliberately
+		// never flushes at exit: when the process ends before the
+		// logger's thread has run, the answer is lost, whole or in part,
+		// and the exit status is still 0. This model answers in some
+		// 20 ms, so it loses often. A whole answer echoes the prompt and
+		// ends with the blank line llama-completion writes last
+		// (llama-simple writes straight to stdout and loses nothing).
+		whole := func(prompt, out string, simple bool) bool {
+			return strings.Contains(out, prompt) && (simple || strings.HasSuffix(out, "\n\n"))
+		}
+		// First the same calls without guard: how many come back empty or
+		// cut short on this machine, right now?
+		empty, cutDirect := 0, 0
+		for i := range 20 {
+			prompt := fmt.Sprintf("question %d", i)
+			cmd := exec.Command(completion, "-m", path, "-p", prompt, "-n", "8", "-no-cnv", "-t", "2", "-fa", "on", "--ctx-size", "2048")
+			out, err := cmd.Output()
+			switch {
+			case err != nil:
+				t.Fatalf("direct call %d: %v", i, err)
+			case len(out) == 0:
+				empty++
+			case !whole(prompt, string(out), false):
+				cutDirect++
+			}
+		}
+		first, retried, simple := 0, 0, 0
+		var cut []string
+		var slowest, total time.Duration
+		for i := range 20 {
+			mark := len(logEvents(t, e.Log, ""))
+			prompt := fmt.Sprintf("question %d", i)
+			r := runOpenStdin(e, "llama-completion", "-m", path, "-p", prompt, "-n", "8")
+			if r.Code != 0 || r.Stdout == "" {
+				t.Errorf("call %d: no answer: %s", i, r)
+				continue
+			}
+			total += r.Elapsed
+			slowest = max(slowest, r.Elapsed)
+			attempts, bySimple := 1, false
+			for _, ev := range logEvents(t, e.Log, "")[mark:] {
+				if a, ok := ev["attempt"].(float64); ok {
+					attempts = max(attempts, int(a))
+				}
+				target, _ := ev["target"].(string)
+				bySimple = bySimple || strings.HasPrefix(target, "llama-simple")
+			}
+			switch {
+			case bySimple:
+				simple++
+			case attempts > 1:
+				retried++
+			default:
+				first++
+			}
+			if !whole(prompt, r.Stdout, bySimple) {
+				cut = append(cut, fmt.Sprintf("call %d, attempt %d: %q", i, attempts, r.Stdout))
+			}
+		}
+		t.Logf("20 piped calls through guard: %d answered on the first attempt, %d after a retry of llama-completion, %d by llama-simple, %d of these answers cut short; mean %s, slowest %s",
+			first, retried, simple, len(cut), (total / 20).Round(time.Millisecond), slowest.Round(time.Millisecond))
+		t.Logf("the same 20 calls without guard: %d exited 0 with nothing on stdout, %d with an answer cut short", empty, cutDirect)
+		if len(cut) > 0 {
+			t.Errorf("guard passed on %d answers cut short: llama-completion exited 0 without the blank line it writes last, its logger having lost the end of the answer:\n%s",
+				len(cut), strings.Join(cut, "\n"))
+		}
+	})
+
+	t.Run("fallback_after_failure", func(t *testing.T) {
+		haveModel(t)
+		// A prompt longer than the context the caller asked for: the real
+		// llama-completion refuses it (exit 1; its message may be lost
+		// with the logger's queue), llama-simple sizes its context to the
+		// prompt and cannot take -c, so it answers.
+		prompt := strings.TrimSpace(strings.Repeat("word ", 80))
+		args := []string{"-m", path, "-c", "256", "-p", prompt, "-n", "8"}
+		direct := exec.Command(completion, append(args, "-no-cnv", "-t", "2", "-fa", "on")...)
+		if out, err := direct.CombinedOutput(); direct.ProcessState == nil || direct.ProcessState.ExitCode() != 1 {
+			t.Fatalf("without guard the call should exit 1, got %v\n%s", err, out)
+		}
+		mark := len(logEvents(t, e.Log, ""))
+		r := e.Run("llama-completion", args...)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "word word") || !strings.Contains(r.Stderr, "trying llama-simple") {
+			t.Fatalf("%s", r)
+		}
+		var dropped, answered bool
+		for _, ev := range logEvents(t, e.Log, "")[mark:] {
+			reason := fmt.Sprint(ev["reason"])
+			dropped = dropped || ev["event"] == "fallback" && strings.Contains(reason, "-c 256")
+			answered = answered || ev["event"] == "call.end" && ev["result"] == "ok" && strings.Contains(reason, "llama-simple")
+		}
+		if !dropped || !answered {
+			t.Fatalf("the log should name the flag llama-simple cannot take (-c 256) and the answer by llama-simple: %v", logEvents(t, e.Log, ""))
+		}
+		t.Logf("llama-completion exit 1, then llama-simple answered: %s", r.Elapsed.Round(time.Millisecond))
+	})
+
+	t.Run("rebuild_after_evicted_library", func(t *testing.T) {
+		if !canMount(t) {
+			t.Skip("needs root and unshare: the rebuild runs on a copy bound over GUARD_REAL_LLAMA/build")
+		}
+		if _, err := exec.LookPath("cmake"); err != nil {
+			t.Skip("cmake is not installed")
+		}
+		build := filepath.Join(root, "build")
+		original := snapshot(t, build)
+		dir := t.TempDir()
+		copied := filepath.Join(dir, "build")
+		start := time.Now()
+		if out, err := exec.Command("cp", "-a", build, copied).CombinedOutput(); err != nil {
+			t.Fatalf("copy the build folder: %v\n%s", err, out)
+		}
+		t.Logf("copy of %s: %d MB in %s", build, sizeOf(t, copied)>>20, time.Since(start).Round(time.Millisecond))
+		// Evict the file behind libggml-cpu.so: no binary names it; it is
+		// reached only through libggml.so, deep in the chain.
+		lib, err := filepath.EvalSymlinks(filepath.Join(copied, "bin", "libggml-cpu.so"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(lib); err != nil {
+			t.Fatal(err)
+		}
+
+		b := newFaultEnv(t, realLlamaManifest(root, model, true)).With("GUARD_CACHE=off")
+		mpath := filepath.Join(b.Home, "models", "tiny.gguf")
+		guardtest.WriteFile(t, mpath, string(model), 0o644)
+		call := func(prompt string) faultResult {
+			return b.underMount("bind", build, copied, "llama-completion", "-m", mpath, "-p", prompt, "-n", "8")
+		}
+		r := call("after the rebuild")
+		if r.Code != 0 || r.Stdout == "" {
+			t.Fatalf("%s\nbuild log tail:\n%s", r, tail(filepath.Join(b.StateDir, "builds", "llama-cpp.log"), 30))
+		}
+		rb := logEvents(t, b.Log, "binary.rebuild")
+		if len(rb) != 1 || rb[0]["result"] != "ok" || !strings.Contains(fmt.Sprint(rb[0]["reason"]), "libggml-cpu") {
+			t.Fatalf("binary.rebuild events: %v", rb)
+		}
+		if st, err := os.Stat(lib); err != nil || !st.Mode().IsRegular() {
+			t.Fatalf("the copy's %s was not relinked: %v", filepath.Base(lib), err)
+		}
+		// Healed means healthy: the next call runs with no rebuild.
+		if r2 := call("once more"); r2.Code != 0 || len(logEvents(t, b.Log, "binary.rebuild")) != 1 {
+			t.Fatalf("the call after the rebuild: %s\nevents: %v", r2, logEvents(t, b.Log, "binary.rebuild"))
+		}
+		if now := snapshot(t, build); !maps.Equal(original, now) {
+			t.Fatalf("%s changed under the test", build)
+		}
+		t.Logf("evicted %s; the call relinked and answered in %s (the recipe: %v ms)",
+			filepath.Base(lib), r.Elapsed.Round(time.Millisecond), rb[0]["duration_ms"])
+	})
+}
+
+// runOpenStdin is e.Run with stdin a pipe nobody writes to or closes, as
+// when an agent's harness starts a script: a tool that reads it waits for
+// ever.
+func runOpenStdin(e *faultEnv, name string, args ...string) faultResult {
+	e.t.Helper()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer pw.Close()
+	defer pr.Close()
+	cmd := e.Command(name, args...)
+	cmd.Stdin = pr
+	return e.wait(cmd)
+}
+
+// readSyscall is read(2)'s number, for /proc/PID/syscall.
+var readSyscall = map[string]string{"amd64": "0", "arm64": "63"}[runtime.GOARCH]
+
+// hangsAtPrompt runs the real llama-completion directly, with stdin an open
+// pipe, and requires that it print the conversation prompt "> " and then
+// wait, blocked in read(2) on that pipe (as the kernel reports it), still
+// there a second later. It returns how long it took to get there.
+func hangsAtPrompt(t *testing.T, bin string, args []string) time.Duration {
+	t.Helper()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	var out, errb guardtest.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pr, &out, &errb
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	defer func() { killSession(cmd.Process.Pid); <-done }()
+	exited := func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
+	readsStdin := func() bool {
+		if readSyscall == "" {
+			return true // the prompt on stdout must do
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", cmd.Process.Pid))
+		f := strings.Fields(string(b))
+		return len(f) > 1 && f[0] == readSyscall && f[1] == "0x0"
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !strings.HasSuffix(out.String(), "\n> ") || !readsStdin() {
+		if exited() {
+			t.Fatalf("without -no-cnv the real llama-completion exited (%v); stdout %q\nstderr:\n%s", cmd.ProcessState, out.String(), errb.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the real llama-completion did not reach its conversation prompt within a minute; stdout %q\nstderr:\n%s", out.String(), errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waited := time.Since(start)
+	time.Sleep(time.Second)
+	if exited() || !readsStdin() {
+		t.Fatalf("the real llama-completion left its prompt by itself: %v", cmd.ProcessState)
+	}
+	if !strings.Contains(errb.String(), "enabling conversation mode") {
+		t.Fatalf("the model's chat template did not turn conversation mode on:\n%s", errb.String())
+	}
+	return waited
+}
+
+// fileID is what would change if a file were rewritten, replaced or removed.
+type fileID struct{ ino, size, mtime int64 }
+
+// snapshot records every file below dir.
+func snapshot(t *testing.T, dir string) map[string]fileID {
+	t.Helper()
+	out := map[string]fileID{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[p] = fileID{int64(info.Sys().(*syscall.Stat_t).Ino), info.Size(), info.ModTime().UnixNano()}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// sizeOf is the bytes of the regular files below dir.
+func sizeOf(t *testing.T, dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
