@@ -369,7 +369,7 @@ func hangsAtPrompt(t *testing.T, bin string, args []string) time.Duration {
 	waited := time.Since(start)
 	time.Sleep(time.Second)
 	if exited() || !readsStdin() {
-		t.Fatalf("the real llama-completion left its prompt by itself: %v", cmd.ProcessState)
+		t.Fatalf("the real llama-completion left its prompt by itself (exited: %v)", exited())
 	}
 	if !strings.Contains(errb.String(), "enabling conversation mode") {
 		t.Fatalf("the model's chat template did not turn conversation mode on:\n%s", errb.String())
