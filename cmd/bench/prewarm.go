@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,13 +68,10 @@ func prewarmSetup(s *Sandbox) error {
 	if err := writeModel(filepath.Join(srv, "m.gguf"), prewarmModelMB<<20); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	url, err := serveFolder(s, srv)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: http.FileServer(http.Dir(srv))}
-	go hs.Serve(ln) // returns when Close is called below
-	s.Cleanup(func() { hs.Close() })
 	manifest, err := os.ReadFile(s.Expand("$GUARD_MANIFEST"))
 	if err != nil {
 		return err
@@ -86,8 +81,8 @@ func prewarmSetup(s *Sandbox) error {
 [[models]]
 file = "m.gguf"
 size = %d
-urls = ["http://%s/m.gguf"]
-`, manifest, prewarmModelMB<<20, ln.Addr()), 0o644)
+urls = ["%s/m.gguf"]
+`, manifest, prewarmModelMB<<20, url), 0o644)
 }
 
 // evictForPrewarm is a row's Before: the build folder and the model gone,
