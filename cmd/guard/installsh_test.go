@@ -108,6 +108,14 @@ func TestInstallScript(t *testing.T) {
 		t.Errorf("second run did not restore guard's copy:\n%s", out)
 	}
 
+	// guard install by hand (no --source) keeps the folder install.sh
+	// recorded, so the restore script still rebuilds from it.
+	byHand := exec.Command(filepath.Join(shims, "guard"), "install")
+	byHand.Env = env
+	if out, err := byHand.CombinedOutput(); err != nil || !strings.Contains(string(out), "restores itself from: a rebuild of "+root) {
+		t.Errorf("guard install by hand forgot the source folder (%v):\n%s", err, out)
+	}
+
 	// Evicted again, and nobody runs install.sh: the next login shell
 	// rebuilds guard from this folder, and the call it runs is guard's.
 	if _, err := exec.LookPath("npx"); err == nil {

@@ -91,6 +91,8 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 			return fmt.Errorf("install: --source %s: %w", f.Source, err)
 		}
 		o.Restore.Source = abs
+	} else if _, src := install.Recorded(c.StateDir); src != "" {
+		o.Restore.Source = src // a guard install by hand keeps what install.sh recorded
 	}
 	o.Restore.Go, _ = resolve.LookPath("go", c.PathEnv)
 	if c.M.Self != nil {

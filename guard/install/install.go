@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
@@ -130,15 +131,40 @@ func Install(o Options) (*Report, error) {
 		}
 	}
 	marker := state.Layout{Dir: o.StateDir}.Installed()
-	if b, _ := os.ReadFile(marker); string(b) != o.ShimDir+"\n" {
+	text := o.ShimDir + "\n"
+	if o.Restore.Source != "" {
+		text += sourcePrefix + o.Restore.Source + "\n"
+	}
+	if b, _ := os.ReadFile(marker); string(b) != text {
 		if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 			return r, fmt.Errorf("record install: %w", err)
 		}
-		if err := state.Replace(marker, []byte(o.ShimDir+"\n"), 0o600); err != nil {
+		if err := state.Replace(marker, []byte(text), 0o600); err != nil {
 			return r, fmt.Errorf("record install: %w", err)
 		}
 	}
 	return r, nil
+}
+
+// sourcePrefix starts the install marker's line that names guard's source
+// folder; the first line is the shim folder.
+const sourcePrefix = "source "
+
+// Recorded reads the install marker: the shim folder the last install
+// used and the source folder it was given, so a later `guard install`
+// without --source keeps rebuilding from it.
+func Recorded(stateDir string) (shimDir, source string) {
+	b, err := os.ReadFile(state.Layout{Dir: stateDir}.Installed())
+	if err != nil {
+		return "", ""
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	for _, l := range lines[1:] {
+		if v, ok := strings.CutPrefix(l, sourcePrefix); ok {
+			source = v
+		}
+	}
+	return lines[0], source
 }
 
 // manifestSteps writes the default manifest when there is none and

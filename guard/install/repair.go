@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/lock"
@@ -28,8 +27,7 @@ func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
 	if _, err := os.Stat(shimDir); errors.Is(err, fs.ErrNotExist) {
 		// The marker names the folder install put guard in: a call that
 		// was told another folder must not build a second one.
-		b, err := os.ReadFile(state.Layout{Dir: stateDir}.Installed())
-		if err != nil || strings.TrimSpace(string(b)) != shimDir {
+		if installed, _ := Recorded(stateDir); installed != shimDir {
 			return nil, nil
 		}
 	}
