@@ -120,7 +120,7 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 	}
 	fmt.Fprintf(out, "agent harness that starts commands without a login shell: add to its environment\n  PATH=%s:$PATH", o.ShimDir)
 	if f.BashEnv {
-		fmt.Fprintf(out, " BASH_ENV=%s", filepath.Join(o.ConfigDir, "env.sh"))
+		fmt.Fprintf(out, " BASH_ENV=%s", o.EnvHook())
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "then: guard status")
@@ -134,10 +134,10 @@ func restoreSources(o install.Options) string {
 		from = append(from, "a rebuild of "+o.Restore.Source+" (when Go is there)")
 	}
 	if len(o.Restore.URLs) > 0 {
-		from = append(from, strings.Join(o.Restore.URLs, ", ")+" (sha256 "+o.Restore.SHA256[:12]+"…)")
+		from = append(from, strings.Join(o.Restore.URLs, ", ")+" (pinned sha256)")
 	}
 	if o.NoRC {
-		return "nothing at shell start (--no-rc); run guard install again"
+		return "what the restore script already says (--no-rc leaves it as it was)"
 	}
 	if len(from) == 0 {
 		return "nothing: install with ./install.sh, or add [self] urls and sha256 to the manifest"

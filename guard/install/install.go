@@ -77,6 +77,9 @@ func (o Options) hooks() hooks {
 	return hooks{dir: o.ConfigDir}
 }
 
+// EnvHook is the file --bash-env writes, for BASH_ENV.
+func (o Options) EnvHook() string { return o.hooks().env() }
+
 // userBlock is the block for the person's own start-up files: paths under
 // $HOME where they can be.
 func (o Options) userBlock() blockSpec {
