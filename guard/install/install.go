@@ -109,6 +109,7 @@ func Install(o Options) (*Report, error) {
 	if copied {
 		r.did("copied guard to %s", filepath.Join(o.ShimDir, GuardName))
 	}
+	_ = os.Remove(restoreFailed(o.StateDir))
 	for _, name := range o.Tools {
 		changed, err := link(o.ShimDir, name, o.Force)
 		switch {

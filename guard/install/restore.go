@@ -29,6 +29,13 @@ func offLine(guard string, r Restore) string {
 	return "guard: protection is off: " + guard + " is missing or empty; restore it: " + r.hint()
 }
 
+// restoreFailed is the stamp of a restore that failed: restore.sh does not
+// try again for 10 minutes, and an install, which has just put guard back,
+// removes it.
+func restoreFailed(stateDir string) string {
+	return filepath.Join(stateDir, "locks", "restore.failed")
+}
+
 // restoreScript is restore.sh. It runs in a subshell, so nothing it sets
 // stays in the person's shell; it takes a lock so that twenty shells
 // started at once rebuild once; and whatever brings guard back then runs
@@ -40,6 +47,7 @@ func restoreScript(shimDir, stateDir string, r Restore) string {
 	return strings.NewReplacer(
 		"@SHIM@", shellQuote(shimDir),
 		"@LOCKS@", shellQuote(filepath.Join(stateDir, "locks")),
+		"@FAILED@", shellQuote(restoreFailed(stateDir)),
 		"@SRC@", shellQuote(r.Source),
 		"@GO@", shellQuote(r.Go),
 		"@SHA@", shellQuote(strings.ToLower(r.SHA256)),
@@ -59,6 +67,13 @@ ok() { [ -s "$g" ] && [ -x "$g" ]; }
 mkdir -p "$shim" "$locks" 2>/dev/null
 if command -v flock >/dev/null 2>&1 && { exec 9>>"$locks/restore.lock"; } 2>/dev/null; then
 	flock -n 9 || { echo "guard: waiting for another shell that is restoring $g" >&2; flock -w 1800 9; }
+fi
+# A restore that failed is not tried again for 10 minutes: with BASH_ENV
+# every bash would otherwise pay for another failed build.
+failed=@FAILED@
+if ! ok && [ -n "$(find "$failed" -mmin -10 2>/dev/null)" ]; then
+	echo "guard: protection is off: $g is missing or empty; the last restore failed less than 10 minutes ago; restore it: $hint" >&2
+	exit 0
 fi
 how=
 if ! ok && [ -n "$src" ] && [ -f "$src/install.sh" ]; then
@@ -86,8 +101,10 @@ if ! ok && [ -n "$sha" ]; then
 	rm -f "$tmp"
 fi
 if ok; then
+	rm -f "$failed"
 	[ -z "$how" ] || echo "guard: restored $g ($how)" >&2
 else
+	: >"$failed" 2>/dev/null
 	echo "guard: protection is off: $g is missing or empty and could not be restored; restore it: $hint" >&2
 fi
 )
