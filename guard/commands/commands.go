@@ -56,8 +56,19 @@ const systemRootVar = "GUARD_SYSTEM_ROOT"
 const systemLibDir = "/usr/local/lib/guard"
 
 func systemDirs(c *guard.Config) *install.System {
-	root := c.Getenv(systemRootVar)
+	root := systemRoot(c)
 	return &install.System{BinDir: filepath.Join(root, "/usr/local/bin"), ProfileD: filepath.Join(root, "/etc/profile.d")}
+}
+
+// systemRoot is GUARD_SYSTEM_ROOT made absolute ("" for the real root): a
+// link or a start-up file must not name a folder relative to wherever
+// install happened to run.
+func systemRoot(c *guard.Config) string {
+	root := c.Getenv(systemRootVar)
+	if abs, err := filepath.Abs(root); err == nil && root != "" {
+		return abs
+	}
+	return root
 }
 
 // Install is `guard install`: it says what it changed and what to run next.
@@ -68,10 +79,10 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 	if !f.System {
 		o.System = nil
 	} else {
-		if c.Getenv(systemRootVar) == "" && os.Geteuid() != 0 {
+		if systemRoot(c) == "" && os.Geteuid() != 0 {
 			return errors.New("install --system writes /usr/local/bin, /usr/local/lib/guard and /etc/profile.d: run it as root")
 		}
-		o.ShimDir = filepath.Join(c.Getenv(systemRootVar), systemLibDir)
+		o.ShimDir = filepath.Join(systemRoot(c), systemLibDir)
 	}
 	if f.ShimDir != "" {
 		// A relative folder would be a different folder for every caller
