@@ -85,7 +85,9 @@ func (b Background) Start() (int, error) {
 	// runs at the lower priority.
 	runtime.LockOSThread()
 	if err := lowerPriority(); err != nil {
-		return 0, err
+		// A sandbox may forbid it (seccomp); the heal is still worth
+		// running, and its log says why it runs at normal priority.
+		fmt.Fprintf(logf, "guard: %v; healing at normal priority\n", err)
 	}
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start the background heal: %w", err)
