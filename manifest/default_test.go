@@ -255,6 +255,9 @@ files = ["/f"]
 [cache]
 max_bytes = 1
 ttl = "24h"
+[self]
+urls = ["file:///srv/fleet/guard", "https://mirror.example/guard"]
+sha256 = "` + strings.Repeat("AB", 32) + `"
 `
 	for name, doc := range map[string][]byte{"default": manifest.DefaultTOML(), "rich": []byte(rich)} {
 		t.Run(name, func(t *testing.T) {

@@ -30,6 +30,7 @@ type Manifest struct {
 	Swarm     Swarm             `toml:"swarm"`
 	Auth      map[string]*Auth  `toml:"auth,omitempty"`
 	Cache     CacheConf         `toml:"cache"`
+	Self      *Self             `toml:"self,omitempty"`
 
 	// Source is the file the manifest was read from, or EmbeddedSource.
 	Source string `toml:"-"`
@@ -111,6 +112,15 @@ type Auth struct {
 	Files []string `toml:"files,omitempty"`
 	Env   string   `toml:"env,omitempty"`
 	Hint  string   `toml:"hint,omitempty"`
+}
+
+// Self names where guard's own executable can be fetched when a sandbox
+// evicted it and Go is not there to rebuild it: guard install bakes these
+// into the restore script the PATH block runs (README "Surviving the
+// eviction of guard itself").
+type Self struct {
+	URLs   []string `toml:"urls,omitempty"`   // tried in order; file:// for a fleet mirror
+	SHA256 string   `toml:"sha256,omitempty"` // required with urls: the executable is run as is
 }
 
 // CacheConf bounds the prompt cache.

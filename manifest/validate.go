@@ -156,6 +156,27 @@ func (c *checker) check(m *Manifest) {
 	if m.Cache.TTL < 0 {
 		c.durationError(path("cache", "ttl"), m.Cache.TTL)
 	}
+	if m.Self != nil {
+		c.self(m.Self)
+	}
+}
+
+// self checks [self]: a fetched guard is executed at shell start without
+// any other check, so its sha256 is not optional the way a model's is.
+func (c *checker) self(s *Self) {
+	for k, u := range s.URLs {
+		if why := checkURL(u); why != "" {
+			c.errorf(path("self", "urls").index(k), "%s", why)
+		}
+	}
+	switch {
+	case s.SHA256 == "" && len(s.URLs) > 0:
+		c.errorf(path("self", "urls"), "needs sha256: the sha256 of the guard executable the URLs serve (sha256sum bin/guard)")
+	case s.SHA256 != "" && !isSHA256(s.SHA256):
+		c.errorf(path("self", "sha256"), "must be 64 hex characters: the sha256 of the guard executable the URLs serve")
+	default:
+		s.SHA256 = strings.ToLower(s.SHA256)
+	}
 }
 
 func (c *checker) build(b *Build) {

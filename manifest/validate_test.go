@@ -115,6 +115,15 @@ func TestParseErrors(t *testing.T) {
 		{"build repo over http", "[builds.b]\ndir = \"/b\"\nrepo = \"http://github.com/x/y\"\nsteps = [[\"make\"]]\n", 3,
 			`builds.b.repo: "http://github.com/x/y" uses plain http, which is allowed only for loopback hosts (127.0.0.0/8, localhost, [::1]): use https`},
 
+		// [self]
+		{"self urls without sha256", "[self]\nurls = [\"file:///srv/guard\"]\n", 2,
+			"self.urls: needs sha256: the sha256 of the guard executable the URLs serve (sha256sum bin/guard)"},
+		{"self short sha256", "[self]\nurls = [\"file:///srv/guard\"]\nsha256 = \"abc\"\n", 3,
+			"self.sha256: must be 64 hex characters: the sha256 of the guard executable the URLs serve"},
+		{"self url over http", "[self]\nurls = [\"http://h.example/guard\"]\nsha256 = \"" + strings.Repeat("a", 64) + "\"\n", 2,
+			`self.urls[0]: "http://h.example/guard" uses plain http, which is allowed only for loopback hosts (127.0.0.0/8, localhost, [::1]): use https`},
+		{"self unknown key", "[self]\nurl = \"file:///srv/guard\"\n", 2, "unknown key self.url (did you mean urls?)"},
+
 		// tools
 		{"tool build names no build", "[tools.a]\nbuild = \"nope\"\n", 2, "tools.a.build: no [builds.nope] in the manifest"},
 		{"tool fallback names no tool", "[tools.a]\nfallback = [\"b\"]\n", 2, `tools.a.fallback[0]: no tool "b" in the manifest`},
@@ -209,6 +218,8 @@ func TestParseAccepts(t *testing.T) {
 		"tool cache switch": "[tools.a]\ncache = false\n",
 		"quoted tool":       "[tools.\"llama.cpp-x\"]\nfallback = [\"y\"]\n[tools.y]\n",
 		"crlf":              "[tools.a]\r\nstall = \"1s\"\r\n",
+		"self mirror":       "[self]\nurls = [\"file:///srv/fleet/guard\"]\nsha256 = \"" + strings.Repeat("ab", 32) + "\"\n",
+		"self sha256 alone": "[self]\nsha256 = \"" + strings.Repeat("ab", 32) + "\"\n",
 	}
 	for name, doc := range tests {
 		t.Run(name, func(t *testing.T) {

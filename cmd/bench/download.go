@@ -59,14 +59,11 @@ func downloadSetup(s *Sandbox, size int64) error {
 	if err := writeModel(filepath.Join(srv, "m.gguf"), size); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	url, err := serveFolder(s, srv)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: http.FileServer(http.Dir(srv))}
-	go hs.Serve(ln) // returns when Close is called below
-	s.Cleanup(func() { hs.Close() })
-	s.Set("URL", "http://"+ln.Addr().String())
+	s.Set("URL", url)
 
 	dest := filepath.Join(s.Dir, "dest")
 	if shm, err := os.MkdirTemp("/dev/shm", "guard-bench."); err == nil {
@@ -83,6 +80,20 @@ file = "m.gguf"
 size = %d
 urls = [%q]
 `, dest, size, s.Expand("$URL/m.gguf")), 0o644)
+}
+
+// serveFolder serves dir over loopback with the standard library's file
+// server (sendfile on its side) until the table is done, and returns its
+// http://127.0.0.1:PORT.
+func serveFolder(s *Sandbox, dir string) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	hs := &http.Server{Handler: http.FileServer(http.Dir(dir))}
+	go hs.Serve(ln) // returns when Close is called below
+	s.Cleanup(func() { hs.Close() })
+	return "http://" + ln.Addr().String(), nil
 }
 
 func writeModel(path string, size int64) error {

@@ -5,6 +5,7 @@
 //	go run ./cmd/bench shim       # start-up: guard against a direct exec, a bash shim, Go floor shims
 //	go run ./cmd/bench download   # guard's model download against curl over loopback
 //	go run ./cmd/bench rebuild    # a cold rebuild of the CMake fixture through guard against bare cmake
+//	go run ./cmd/bench prewarm    # a fresh shell to its first llama answer, with and without install --prewarm
 //	go run ./cmd/bench all -o docs/BENCHMARKS.md   # every table and Go benchmark, into the document
 //
 // A row is one command (Row); a table (Table) samples its rows interleaved:
@@ -68,7 +69,7 @@ func main() {
 
 // tables are every table, by subcommand.
 func tables(sizeMB int) []*Table {
-	return []*Table{shimTable(), downloadTable(sizeMB), rebuildTable()}
+	return []*Table{shimTable(), downloadTable(sizeMB), rebuildTable(), prewarmTable()}
 }
 
 const usage = `usage: go run ./cmd/bench COMMAND [flags]
@@ -77,6 +78,7 @@ commands:
   shim       start-up of a call through guard against a direct exec and floor shims
   download   guard's model download against curl over loopback
   rebuild    a cold rebuild of the CMake fixture through guard against bare cmake
+  prewarm    a fresh shell to its first answered llama call, with and without guard install --prewarm
   all        every table and Go benchmark as the Markdown of docs/BENCHMARKS.md
 
 flags (after the command):
@@ -88,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	knobs := Unset
-	fs.IntVar(&knobs.Runs, "runs", -1, "samples a row over all rounds (-1: the table's default: shim 120, download 5, rebuild 3)")
+	fs.IntVar(&knobs.Runs, "runs", -1, "samples a row over all rounds (-1: the table's default: shim 120, download 5, rebuild 3, prewarm 3)")
 	fs.IntVar(&knobs.Rounds, "rounds", -1, "interleaved rounds, at most -runs (-1: the table's default)")
 	fs.IntVar(&knobs.Warmup, "warmup", -1, "untimed runs of a row before its samples in each round (-1: the table's default)")
 	fs.StringVar(&knobs.Stat, "stat", "", "what ratios and goals compare: "+strings.Join(Stats, ", ")+" (default median)")
@@ -105,7 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fs.Usage()
 			return 0
 		}
-		fmt.Fprintln(stderr, "bench: name a command: shim, download, rebuild or all (go run ./cmd/bench -h)")
+		fmt.Fprintln(stderr, "bench: name a command: shim, download, rebuild, prewarm or all (go run ./cmd/bench -h)")
 		return 2
 	}
 	cmd := args[0]

@@ -132,26 +132,31 @@ func engine(ctx *cli.Context, repair bool) (*guard.Engine, error) {
 }
 
 var installCommand = &cli.Command{
-	Name:      "install",
-	Usage:     "put guard first in PATH: copy it to the shim folder and link every manifest tool to it",
-	UsageText: usage("guard install [--shim-dir D] [--no-rc] [--force]", "guard install && export PATH=\"$HOME/.shim:$PATH\""),
+	Name:  "install",
+	Usage: "put guard first in PATH: copy it to the shim folder, link every manifest tool to it, add the PATH block to the shell start-up files",
+	UsageText: usage("guard install [--shim-dir D] [--no-rc] [--force] [--bash-env] [--prewarm] [--system] [--source DIR]",
+		"guard install --bash-env && export PATH=\"$HOME/.shim:$PATH\""),
 	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "shim-dir", Usage: "where the shims go", EnvVars: []string{"GUARD_SHIM_DIR"}},
-		&cli.BoolFlag{Name: "no-rc", Usage: "do not add the PATH block to ~/.bashrc and ~/.profile"},
+		&cli.StringFlag{Name: "shim-dir", Usage: "where the shims go (made absolute and recorded in the manifest)", EnvVars: []string{"GUARD_SHIM_DIR"}},
+		&cli.BoolFlag{Name: "no-rc", Usage: "leave the shell start-up files and guard's hook files alone"},
 		&cli.BoolFlag{Name: "force", Usage: "replace files in the shim folder that are not guard's links"},
+		&cli.BoolFlag{Name: "bash-env", Usage: "also reach non-interactive bash: login shells export BASH_ENV=~/.config/guard/env.sh"},
+		&cli.BoolFlag{Name: "prewarm", Usage: "at shell start, heal in the background what the manifest keeps when something is missing"},
+		&cli.BoolFlag{Name: "system", Usage: "for root sandboxes: the shims in /usr/local/lib/guard, links in /usr/local/bin, /etc/profile.d/guard.sh"},
+		&cli.StringFlag{Name: "source", Usage: "guard's source folder, rebuilt at shell start if guard is evicted (install.sh passes it)"},
 	},
 	Action: withEngineAsIs(func(ctx *cli.Context, e *guard.Engine) error {
-		c := *e.Config()
-		if d := ctx.String("shim-dir"); d != "" {
-			c.ShimDir = d
-		}
-		return commands.Install(&c, c.Stdout, ctx.Bool("no-rc"), ctx.Bool("force"))
+		return commands.Install(e, e.Config().Stdout, commands.InstallFlags{
+			ShimDir: ctx.String("shim-dir"), Source: ctx.String("source"),
+			NoRC: ctx.Bool("no-rc"), Force: ctx.Bool("force"),
+			BashEnv: ctx.Bool("bash-env"), Prewarm: ctx.Bool("prewarm"), System: ctx.Bool("system"),
+		})
 	}),
 }
 
 var uninstallCommand = &cli.Command{
 	Name:      "uninstall",
-	Usage:     "remove the shim links, guard's copy and the PATH block; models, cache and log stay",
+	Usage:     "remove the shim links, guard's copy, the PATH blocks, the hook files and what --system added; models, cache, log and manifest stay",
 	UsageText: usage("guard uninstall", "guard uninstall"),
 	Action: withEngineAsIs(func(ctx *cli.Context, e *guard.Engine) error {
 		return commands.Uninstall(e.Config(), e.Config().Stdout)
@@ -195,8 +200,15 @@ var statusCommand = &cli.Command{
 var healCommand = &cli.Command{
 	Name:      "heal",
 	Usage:     "heal everything now (or the named tools and models): shims, packages, builds, models, auth",
-	UsageText: usage("guard heal [NAME...]", "guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
+	UsageText: usage("guard heal [--background] [NAME...]", "guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "background", Usage: "detach, heal at low CPU and IO priority, and return at once"},
+		&cli.BoolFlag{Name: "prewarm", Hidden: true, Usage: "with --background: at most once per 10 minutes (the PATH block's prewarm hook)"},
+	},
 	Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+		if ctx.Bool("background") {
+			return commands.HealBackground(e, ctx.Args().Slice(), ctx.Bool("prewarm"))
+		}
 		if !commands.Heal(ctx.Context, e, e.Config().Stdout, ctx.Args().Slice()) {
 			return cli.Exit("some things could not be healed (see above)", 1)
 		}

@@ -15,9 +15,12 @@ import (
 // TestInstallScript runs install.sh the way a new user does, in a clean
 // HOME: it builds a static guard, installs the shims and prints the one
 // export line; run again after the shim folder was evicted, it restores
-// it; without Go it says what to install and exits 1. The first run
-// compiles guard without cgo (a few seconds with a warm module cache), so
-// -short skips it.
+// it; without Go it says what to install and exits 1. Then the issue's
+// "done when": after install.sh, `rm -rf ~/.shim` and a new `bash -lc 'npx
+// --version'` ends protected again (the PATH block rebuilds guard from
+// this source folder), or, with no Go left, tells the person exactly what
+// to run. The first run compiles guard without cgo (a few seconds with a
+// warm module cache), so -short skips it.
 func TestInstallScript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds guard with go build (slow); skipped with -short")
@@ -26,7 +29,7 @@ func TestInstallScript(t *testing.T) {
 	if err != nil {
 		t.Skip("no bash")
 	}
-	goBin, err := exec.LookPath("go")
+	realGo, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go in PATH")
 	}
@@ -38,10 +41,19 @@ func TestInstallScript(t *testing.T) {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Go is reached through a link of the test's own, so the test can take
+	// it away later as a sandbox would.
+	goDir := filepath.Join(tmp, "go-bin")
+	if err := os.MkdirAll(goDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(realGo, filepath.Join(goDir, "go")); err != nil {
+		t.Fatal(err)
+	}
 	shims := filepath.Join(home, ".shim")
 	env := []string{
 		"HOME=" + home,
-		"PATH=" + filepath.Dir(goBin) + ":/usr/local/bin:/usr/bin:/bin",
+		"PATH=" + goDir + ":/usr/local/bin:/usr/bin:/bin",
 		"GUARD_BUILD_DIR=" + build,
 		"GUARD_SHIM_DIR=" + shims,
 		"GUARD_STATE_DIR=" + filepath.Join(tmp, "state"),
@@ -57,12 +69,17 @@ func TestInstallScript(t *testing.T) {
 	}
 
 	out := runInstall(t, bash, script, root, env, 0)
-	if !strings.Contains(out, "install.sh: building guard") {
-		t.Errorf("no build line in:\n%s", out)
+	for _, want := range []string{"install.sh: building guard", "install.sh: built " + build + "/guard in "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q line in:\n%s", want, out)
+		}
 	}
 	exports := regexp.MustCompile(`(?m)^\s*export PATH=.*$`).FindAllString(out, -1)
 	if want := `export PATH="` + shims + `:$PATH"`; len(exports) != 1 || strings.TrimSpace(exports[0]) != want {
 		t.Errorf("export lines %q, want exactly one: %s\n%s", exports, want, out)
+	}
+	if want := "restores itself from: a rebuild of " + root; !strings.Contains(out, want) {
+		t.Errorf("install did not record its source folder (%q):\n%s", want, out)
 	}
 	checkStatic(t, filepath.Join(build, "guard"))
 	checkShims(t, shims)
@@ -74,7 +91,7 @@ func TestInstallScript(t *testing.T) {
 		t.Fatalf("guard --version: %v", err)
 	}
 	wantVersion := `^guard version \S+ \(commit \S+, go1\.\d+`
-	if _, err := os.Stat(filepath.Join(root, ".git")); err == nil {
+	if _, err := os.Stat(filepath.Join(root, ".git")); err == nil && !strings.Contains(goEnv(t, "GOFLAGS"), "-buildvcs=false") {
 		wantVersion = `^guard version \S+ \(commit [0-9a-f]{12}, go1\.\d+` // built inside the repository
 	}
 	if !regexp.MustCompile(wantVersion).Match(version) {
@@ -91,12 +108,52 @@ func TestInstallScript(t *testing.T) {
 		t.Errorf("second run did not restore guard's copy:\n%s", out)
 	}
 
-	// No Go: a clear message, exit 1, nothing built.
+	// guard install by hand (no --source) keeps the folder install.sh
+	// recorded, so the restore script still rebuilds from it.
+	byHand := exec.Command(filepath.Join(shims, "guard"), "install")
+	byHand.Env = env
+	if out, err := byHand.CombinedOutput(); err != nil || !strings.Contains(string(out), "restores itself from: a rebuild of "+root) {
+		t.Errorf("guard install by hand forgot the source folder (%v):\n%s", err, out)
+	}
+
+	// Evicted again, and nobody runs install.sh: the next login shell
+	// rebuilds guard from this folder, and the call it runs is guard's.
+	if _, err := exec.LookPath("npx"); err == nil {
+		if err := os.RemoveAll(shims); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr := loginShell(t, bash, env, "npx --version")
+		if !regexp.MustCompile(`^\d+\.\d+\.\d+\n$`).MatchString(stdout) {
+			t.Errorf("bash -lc 'npx --version' printed %q on stdout (stderr:\n%s)", stdout, stderr)
+		}
+		if want := "guard: restored " + shims + "/guard (rebuilt from " + root + ")"; !strings.Contains(stderr, want) {
+			t.Errorf("no %q in the shell's stderr:\n%s", want, stderr)
+		}
+		checkShims(t, shims)
+		if stdout, _ := loginShell(t, bash, env, "command -v npx"); stdout != shims+"/npx\n" {
+			t.Errorf("after the restore, npx is %q, want the shim", stdout)
+		}
+	}
+
+	// Evicted once more, and Go is gone too: every new shell says that
+	// protection is off and what to run.
+	if err := os.Remove(filepath.Join(goDir, "go")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(shims); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr := loginShell(t, bash, env, "true")
+	if want := "guard: protection is off: " + shims + "/guard is missing or empty and could not be restored; restore it: cd '" + root + "' && ./install.sh\n"; !strings.HasSuffix(stderr, want) {
+		t.Errorf("the shell's stderr does not end with %q:\n%s", want, stderr)
+	}
+
+	// No Go: a clear message naming go.mod's Go, exit 1, nothing built.
 	noGo := filepath.Join(tmp, "nogo-bin")
 	if err := os.MkdirAll(noGo, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, tool := range []string{"dirname"} {
+	for _, tool := range []string{"dirname", "sed"} {
 		p, err := exec.LookPath(tool)
 		if err != nil {
 			t.Skipf("no %s", tool)
@@ -107,11 +164,115 @@ func TestInstallScript(t *testing.T) {
 	}
 	envNoGo := append(append([]string{}, env...), "PATH="+noGo, "GUARD_BUILD_DIR="+filepath.Join(tmp, "nogo-build"))
 	out = runInstall(t, bash, script, root, envNoGo, 1)
-	if !strings.Contains(out, "install.sh: Go is not installed or not in PATH; install Go 1.26 or newer") {
-		t.Errorf("no clear message without Go:\n%s", out)
+	if want := "install.sh: Go is not installed or not in PATH; install Go " + goModVersion(t, root) + " or newer"; !strings.Contains(out, want) {
+		t.Errorf("no %q without Go:\n%s", want, out)
 	}
 	if _, err := os.Stat(filepath.Join(tmp, "nogo-build")); err == nil {
 		t.Error("install.sh without Go still made a build folder")
+	}
+}
+
+// TestInstallScriptShowsTheCompilerError: a build that fails prints the
+// compiler's own message (install.sh used to drop it and retry blindly).
+func TestInstallScriptShowsTheCompilerError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go build (slow); skipped with -short")
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go in PATH")
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	copyTree(t, repoRoot(), src)
+	main := filepath.Join(src, "cmd", "guard", "main.go")
+	data, err := os.ReadFile(main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(main, append(data, []byte("\nfunc broken() { return 1 }\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(t.TempDir(), "home")
+	env := []string{
+		"HOME=" + home, "PATH=" + os.Getenv("PATH"), "GUARD_BUILD_DIR=" + filepath.Join(src, "bin"),
+		"GOCACHE=" + goEnv(t, "GOCACHE"), "GOMODCACHE=" + goEnv(t, "GOMODCACHE"), "GOPATH=" + goEnv(t, "GOPATH"),
+		"GOPROXY=off", "GOTOOLCHAIN=local", "GOFLAGS=",
+	}
+	out := runInstall(t, bash, filepath.Join(src, "install.sh"), src, env, 1)
+	for _, want := range []string{"main.go:", "too many return values", "install.sh: go build failed (its output is above)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, ".shim")); err == nil {
+		t.Error("a failed build still installed something")
+	}
+}
+
+// loginShell runs `bash -lc cmd` in env, as an agent harness starts a
+// command, and returns its stdout and stderr.
+func loginShell(t *testing.T, bash string, env []string, cmd string) (string, string) {
+	t.Helper()
+	c := exec.Command(bash, "-lc", cmd)
+	c.Env = env
+	c.Dir = t.TempDir()
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	c.WaitDelay = time.Second
+	start := time.Now()
+	err := c.Run()
+	t.Logf("bash -lc %q took %v (%v)", cmd, time.Since(start).Round(time.Millisecond), err)
+	return stdout.String(), stderr.String()
+}
+
+// goModVersion is the go line of go.mod: the Go release install.sh and the
+// README ask for.
+func goModVersion(t *testing.T, root string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	return string(m[1])
+}
+
+// copyTree copies the repository's files (not .git, not bin) to dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() && (rel == ".git" || rel == "bin") {
+			return filepath.SkipDir
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, info.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

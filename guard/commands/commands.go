@@ -13,9 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -24,17 +26,92 @@ func installOptions(c *guard.Config) install.Options {
 		Home:            c.Home,
 		ShimDir:         c.ShimDir,
 		StateDir:        c.StateDir,
+		ConfigDir:       filepath.Dir(manifest.UserPath(c.Home)),
 		Self:            c.Self,
 		Tools:           sortedKeys(c.M.Tools),
 		ManifestPath:    c.ManifestPath,
 		DefaultManifest: manifest.DefaultTOML(),
+		System:          systemDirs(c),
 	}
 }
 
+// InstallFlags are `guard install`'s flags.
+type InstallFlags struct {
+	ShimDir string // --shim-dir: "" keeps the configured folder
+	Source  string // --source: guard's source folder (install.sh passes it)
+	NoRC    bool
+	Force   bool
+	BashEnv bool
+	Prewarm bool
+	System  bool
+}
+
+// systemRootVar prefixes the folders --system writes (/usr/local/bin,
+// /usr/local/lib/guard, /etc/profile.d), so tests and image builds can aim
+// them elsewhere.
+const systemRootVar = "GUARD_SYSTEM_ROOT"
+
+// systemLibDir is the shim folder of a --system install: a folder every
+// user can read, unlike /root.
+const systemLibDir = "/usr/local/lib/guard"
+
+func systemDirs(c *guard.Config) *install.System {
+	root := systemRoot(c)
+	return &install.System{BinDir: filepath.Join(root, "/usr/local/bin"), ProfileD: filepath.Join(root, "/etc/profile.d")}
+}
+
+// systemRoot is GUARD_SYSTEM_ROOT made absolute ("" for the real root): a
+// link or a start-up file must not name a folder relative to wherever
+// install happened to run.
+func systemRoot(c *guard.Config) string {
+	root := c.Getenv(systemRootVar)
+	if abs, err := filepath.Abs(root); err == nil && root != "" {
+		return abs
+	}
+	return root
+}
+
 // Install is `guard install`: it says what it changed and what to run next.
-func Install(c *guard.Config, out io.Writer, noRC, force bool) error {
+func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
+	c := e.Config()
 	o := installOptions(c)
-	o.NoRC, o.Force = noRC, force
+	o.NoRC, o.Force, o.BashEnv, o.Prewarm = f.NoRC, f.Force, f.BashEnv, f.Prewarm
+	if !f.System {
+		o.System = nil
+	} else {
+		if systemRoot(c) == "" && os.Geteuid() != 0 {
+			return errors.New("install --system writes /usr/local/bin, /usr/local/lib/guard and /etc/profile.d: run it as root")
+		}
+		o.ShimDir = filepath.Join(systemRoot(c), systemLibDir)
+	}
+	if f.ShimDir != "" {
+		// A relative folder would be a different folder for every caller
+		// that reads it back: the PATH entry, the manifest, the marker.
+		abs, err := filepath.Abs(f.ShimDir)
+		if err != nil {
+			return fmt.Errorf("install: --shim-dir %s: %w", f.ShimDir, err)
+		}
+		o.ShimDir = abs
+	}
+	if filepath.Clean(o.ShimDir) != filepath.Clean(c.M.ShimDir) {
+		o.RecordShimDir = tilde(c.Home, o.ShimDir) // the manifest's spelling: ~/ below home
+	}
+	if f.Source != "" {
+		abs, err := filepath.Abs(f.Source)
+		if err != nil {
+			return fmt.Errorf("install: --source %s: %w", f.Source, err)
+		}
+		o.Restore.Source = abs
+	} else if _, src := install.Recorded(c.StateDir); src != "" {
+		o.Restore.Source = src // a guard install by hand keeps what install.sh recorded
+	}
+	o.Restore.Go, _ = resolve.LookPath("go", c.PathEnv)
+	if c.M.Self != nil {
+		o.Restore.URLs, o.Restore.SHA256 = c.M.Self.URLs, c.M.Self.SHA256
+	}
+	if f.Prewarm {
+		o.Artifacts = artifacts(e)
+	}
 	r, err := install.Install(o)
 	for _, line := range r.Changes {
 		fmt.Fprintln(out, line)
@@ -46,13 +123,56 @@ func Install(c *guard.Config, out io.Writer, noRC, force bool) error {
 		return fmt.Errorf("install: %w", err)
 	}
 	if len(r.Changes) == 0 {
-		fmt.Fprintf(out, "guard is already installed in %s; nothing changed\n", c.ShimDir)
+		fmt.Fprintf(out, "guard is already installed in %s; nothing changed\n", o.ShimDir)
 	}
-	if !shimDirFirst(c) {
-		fmt.Fprintf(out, "next: put the shims first in this shell's PATH:\n  export PATH=\"%s:$PATH\"\n", c.ShimDir)
+	fmt.Fprintf(out, "restores itself from: %s\n", restoreSources(o))
+	if !sameFileFirst(c.PathEnv, o.ShimDir) {
+		fmt.Fprintf(out, "next: put the shims first in this shell's PATH:\n  export PATH=\"%s:$PATH\"\n", o.ShimDir)
 	}
+	fmt.Fprintf(out, "agent harness that starts commands without a login shell: add to its environment\n  PATH=%s:$PATH", o.ShimDir)
+	if f.BashEnv {
+		fmt.Fprintf(out, " BASH_ENV=%s", o.EnvHook())
+	}
+	fmt.Fprintln(out)
 	fmt.Fprintln(out, "then: guard status")
 	return nil
+}
+
+// restoreSources says, in one line, what brings guard back at shell start.
+func restoreSources(o install.Options) string {
+	var from []string
+	if o.Restore.Source != "" {
+		from = append(from, "a rebuild of "+o.Restore.Source+" (when Go is there)")
+	}
+	if len(o.Restore.URLs) > 0 {
+		from = append(from, strings.Join(o.Restore.URLs, ", ")+" (pinned sha256)")
+	}
+	if o.NoRC {
+		return "what the restore script already says (--no-rc leaves it as it was)"
+	}
+	if len(from) == 0 {
+		return "nothing: install with ./install.sh, or add [self] urls and sha256 to the manifest"
+	}
+	return strings.Join(from, ", else ")
+}
+
+// artifacts are the files prewarm.sh tests at shell start: each tool's
+// real binary and each model.
+func artifacts(e *guard.Engine) []string {
+	c := e.Config()
+	var out []string
+	for _, name := range sortedKeys(c.M.Tools) {
+		t := c.M.Tools[name]
+		if h := e.ToolHealth(t); h.Err == nil {
+			out = append(out, h.Path)
+		} else if t.Path != "" {
+			out = append(out, t.Path)
+		}
+	}
+	for _, m := range c.M.Models {
+		out = append(out, c.M.ModelsPath(m.File))
+	}
+	return out
 }
 
 // Uninstall is `guard uninstall`.
@@ -71,10 +191,38 @@ func Uninstall(c *guard.Config, out io.Writer) error {
 	return nil
 }
 
+// HealBackground is `guard heal --background`: it starts the heal detached
+// and says where to follow it. prewarm is the PATH block's start: at most
+// once per install.PrewarmEvery, silent when it starts nothing.
+func HealBackground(e *guard.Engine, names []string, prewarm bool) error {
+	c := e.Config()
+	b := install.Background{Self: c.Self, Names: names, Env: c.Env, StateDir: c.StateDir}
+	if prewarm {
+		b.Every = install.PrewarmEvery
+		// The hook's list follows the manifest: a tool or model added
+		// since the install is tested from the next shell on.
+		o := installOptions(c)
+		o.Artifacts = artifacts(e)
+		if _, err := install.RefreshPrewarm(o); err != nil {
+			e.Say("could not refresh the prewarm hook: %v", err)
+		}
+	}
+	pid, err := b.Start()
+	if err != nil {
+		return fmt.Errorf("heal --background: %w", err)
+	}
+	if pid != 0 {
+		guard.Tell(c.Stderr, fmt.Sprintf("healing in the background at low priority (pid %d); progress: %s; calls that need what it heals wait for it", pid, b.LogPath()))
+	}
+	return nil
+}
+
 // shimDirFirst reports whether the first PATH entry is the shim folder.
-func shimDirFirst(c *guard.Config) bool {
-	list := filepath.SplitList(c.PathEnv)
-	return len(list) > 0 && sameFile(list[0], c.ShimDir)
+func shimDirFirst(c *guard.Config) bool { return sameFileFirst(c.PathEnv, c.ShimDir) }
+
+func sameFileFirst(pathEnv, dir string) bool {
+	list := filepath.SplitList(pathEnv)
+	return len(list) > 0 && sameFile(list[0], dir)
 }
 
 func sameFile(a, b string) bool {

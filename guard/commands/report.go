@@ -24,8 +24,9 @@ type Report struct {
 	Events       []heallog.Record `json:"events"`
 }
 
-// ShimState is one entry of the shim folder: "ok", "missing", "dangling" or
-// "not-guard" (a file guard did not put there).
+// ShimState is one entry of the shim folder: "ok", "missing", "dangling",
+// "not-guard" (a file guard did not put there) or, for guard's own copy,
+// "broken" (empty or cut off).
 type ShimState struct {
 	Name  string `json:"name"`
 	State string `json:"state"`

@@ -127,6 +127,8 @@ func shimState(dir, name string) ShimState {
 	switch {
 	case err != nil:
 		return ShimState{name, "missing"}
+	case name == install.GuardName && install.CopyProblem(p) != "":
+		return ShimState{name, "broken"} // empty or cut off: every shim would run nothing, or crash
 	case name == install.GuardName:
 		return ShimState{name, "ok"}
 	case fi.Mode()&os.ModeSymlink == 0:

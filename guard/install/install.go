@@ -1,10 +1,12 @@
 // Package install puts guard in the shim folder and takes it out again:
 // a copy of the guard executable (so a deleted build folder cannot break the
 // shims), one relative symlink per manifest tool, the default manifest when
-// the user has none, and a marked PATH block in ~/.bashrc and ~/.profile.
-// Every step checks before it writes, so running install twice changes
-// nothing. Repair is the cheap pass every guard call makes to bring back
-// links a sandbox evicted.
+// the user has none, a marked PATH block in the shell start-up files, the
+// hook files the block calls on (restore.sh, which brings back a guard the
+// sandbox evicted; env.sh for BASH_ENV; prewarm.sh), and with --system links
+// in a folder on every default PATH. Every step checks before it writes, so
+// running install twice changes nothing. Repair is the cheap pass every
+// guard call makes to bring back links a sandbox evicted.
 package install
 
 import (
@@ -17,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-guard/guard/guard/state"
+	"github.com/sandbox-guard/guard/manifest"
 )
 
 // GuardName is the name of guard's own copy in the shim folder.
@@ -27,12 +30,31 @@ type Options struct {
 	Home            string
 	ShimDir         string
 	StateDir        string
+	ConfigDir       string   // the hook files (restore.sh, env.sh, prewarm.sh): the manifest's folder
 	Self            string   // guard's own executable (os.Executable)
 	Tools           []string // names to link to guard
 	ManifestPath    string   // where the user manifest lives
 	DefaultManifest []byte
-	NoRC            bool // leave ~/.bashrc and ~/.profile alone
+	NoRC            bool // leave the start-up files and the hook files alone
 	Force           bool // replace files in the shim folder that are not guard's links
+
+	// RecordShimDir, when set, is written as the manifest's shim_dir (the
+	// manifest's own spelling, "~/x" or absolute), so every later call,
+	// status and uninstall use the folder this install put guard in.
+	RecordShimDir string
+	Restore       Restore  // where the restore script brings guard back from
+	BashEnv       bool     // write env.sh and export BASH_ENV from the login blocks
+	Prewarm       bool     // write prewarm.sh and source it from the blocks
+	Artifacts     []string // what prewarm.sh tests: tool binaries and models
+	System        *System  // --system; for Uninstall, where to look for what it added
+}
+
+// System is where `guard install --system` puts its links and its
+// start-up file. The shim folder (Options.ShimDir) is then a system folder
+// every user can read, such as /usr/local/lib/guard.
+type System struct {
+	BinDir   string // a folder ahead of the real tools on the default PATH: /usr/local/bin
+	ProfileD string // /etc/profile.d, read by every login sh and bash
 }
 
 // Report lists what Install or Uninstall did, one line a change.
@@ -46,6 +68,31 @@ func (r *Report) did(format string, a ...any) {
 }
 func (r *Report) skip(format string, a ...any) {
 	r.Skipped = append(r.Skipped, fmt.Sprintf(format, a...))
+}
+
+func (o Options) hooks() hooks {
+	if o.ConfigDir == "" {
+		return hooks{dir: filepath.Join(o.Home, ".config", "guard")}
+	}
+	return hooks{dir: o.ConfigDir}
+}
+
+// EnvHook is the file --bash-env writes, for BASH_ENV.
+func (o Options) EnvHook() string { return o.hooks().env() }
+
+// userBlock is the block for the person's own start-up files: paths under
+// $HOME where they can be.
+func (o Options) userBlock() blockSpec {
+	w := func(p string) string { return shellWord(o.Home, p) }
+	guard := filepath.Join(o.ShimDir, GuardName)
+	b := blockSpec{shimDir: w(o.ShimDir), guard: w(guard), restore: w(o.hooks().restore()), off: offLine(guard, o.Restore)}
+	if o.BashEnv {
+		b.bashEnv = w(o.hooks().env())
+	}
+	if o.Prewarm {
+		b.prewarm = w(o.hooks().prewarm())
+	}
+	return b
 }
 
 // Install does every step; it stops at the first error, having said what it
@@ -62,6 +109,7 @@ func Install(o Options) (*Report, error) {
 	if copied {
 		r.did("copied guard to %s", filepath.Join(o.ShimDir, GuardName))
 	}
+	_ = os.Remove(restoreFailed(o.StateDir))
 	for _, name := range o.Tools {
 		changed, err := link(o.ShimDir, name, o.Force)
 		switch {
@@ -73,39 +121,142 @@ func Install(o Options) (*Report, error) {
 			r.did("linked %s -> %s", filepath.Join(o.ShimDir, name), GuardName)
 		}
 	}
-	if o.ManifestPath != "" {
-		if _, err := os.Stat(o.ManifestPath); errors.Is(err, fs.ErrNotExist) {
-			if err := writeUserFile(o.ManifestPath, o.DefaultManifest, 0o644); err != nil {
-				return r, fmt.Errorf("write default manifest: %w", err)
-			}
-			r.did("wrote the default manifest to %s", o.ManifestPath)
-		}
+	if err := manifestSteps(o, r); err != nil {
+		return r, err
 	}
 	if !o.NoRC {
-		for _, rc := range []string{".bashrc", ".profile"} {
-			changed, err := addBlock(filepath.Join(o.Home, rc), pathBlock(o.Home, o.ShimDir))
-			if err != nil {
-				return r, err
-			}
-			if changed {
-				r.did("added the PATH block to %s", filepath.Join(o.Home, rc))
-			}
+		if err := shellSteps(o, r); err != nil {
+			return r, err
+		}
+	}
+	if o.System != nil {
+		if err := installSystem(o, r); err != nil {
+			return r, err
 		}
 	}
 	marker := state.Layout{Dir: o.StateDir}.Installed()
-	if b, _ := os.ReadFile(marker); string(b) != o.ShimDir+"\n" {
+	text := o.ShimDir + "\n"
+	if o.Restore.Source != "" {
+		text += sourcePrefix + o.Restore.Source + "\n"
+	}
+	if b, _ := os.ReadFile(marker); string(b) != text {
 		if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 			return r, fmt.Errorf("record install: %w", err)
 		}
-		if err := state.Replace(marker, []byte(o.ShimDir+"\n"), 0o600); err != nil {
+		if err := state.Replace(marker, []byte(text), 0o600); err != nil {
 			return r, fmt.Errorf("record install: %w", err)
 		}
 	}
 	return r, nil
 }
 
-// Uninstall removes exactly what Install added: guard's links, its copy, the
-// PATH blocks and the install marker. Models, cache, log and manifest stay.
+// sourcePrefix starts the install marker's line that names guard's source
+// folder; the first line is the shim folder.
+const sourcePrefix = "source "
+
+// Recorded reads the install marker: the shim folder the last install
+// used and the source folder it was given, so a later `guard install`
+// without --source keeps rebuilding from it.
+func Recorded(stateDir string) (shimDir, source string) {
+	b, err := os.ReadFile(state.Layout{Dir: stateDir}.Installed())
+	if err != nil {
+		return "", ""
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	for _, l := range lines[1:] {
+		if v, ok := strings.CutPrefix(l, sourcePrefix); ok {
+			source = v
+		}
+	}
+	return lines[0], source
+}
+
+// manifestSteps writes the default manifest when there is none and
+// records the shim folder in it when this install chose another one.
+func manifestSteps(o Options, r *Report) error {
+	if o.ManifestPath == "" {
+		return nil
+	}
+	if _, err := os.Stat(o.ManifestPath); errors.Is(err, fs.ErrNotExist) {
+		if err := writeUserFile(o.ManifestPath, o.DefaultManifest, 0o644); err != nil {
+			return fmt.Errorf("write default manifest: %w", err)
+		}
+		r.did("wrote the default manifest to %s", o.ManifestPath)
+	}
+	if o.RecordShimDir == "" {
+		return nil
+	}
+	// Not recording it is no reason to stop: the shims work, and the
+	// person is told what to set instead.
+	data, err := os.ReadFile(o.ManifestPath)
+	if err == nil {
+		data, err = manifest.SetShimDir(data, o.RecordShimDir)
+	}
+	if err == nil {
+		err = state.WriteAtomic(o.ManifestPath, data, 0o644)
+	}
+	if err != nil {
+		r.skip("recording shim_dir in %s: %v; set GUARD_SHIM_DIR=%s where guard runs", o.ManifestPath, err, o.ShimDir)
+		return nil
+	}
+	r.did("recorded shim_dir = %q in %s", o.RecordShimDir, o.ManifestPath)
+	return nil
+}
+
+// shellSteps writes the hook files and puts the PATH block in every
+// start-up file that needs one.
+func shellSteps(o Options, r *Report) error {
+	h := o.hooks()
+	b := o.userBlock()
+	texts := map[string]string{h.restore(): restoreScript(o.ShimDir, o.StateDir, o.Restore)}
+	if o.BashEnv {
+		texts[h.env()] = envHook(b)
+	}
+	if o.Prewarm {
+		texts[h.prewarm()] = prewarmHook(b.guard, o.Artifacts)
+	}
+	for _, p := range h.all() {
+		text, ok := texts[p]
+		if !ok {
+			continue
+		}
+		changed, err := writeHook(p, text)
+		if err != nil {
+			return err
+		}
+		if changed {
+			r.did("wrote %s", p)
+		}
+	}
+	for _, rc := range rcFiles {
+		p := filepath.Join(o.Home, rc.name)
+		if _, err := os.Lstat(p); err != nil && rc.onlyIfThere {
+			continue
+		}
+		changed, err := placeBlock(p, b.block(), rc.where)
+		if err != nil {
+			return err
+		}
+		if changed {
+			r.did("added the PATH block to %s", p)
+		}
+	}
+	return nil
+}
+
+// RefreshPrewarm rewrites prewarm.sh with o.Artifacts when the hook is
+// installed; it reports whether the file changed.
+func RefreshPrewarm(o Options) (bool, error) {
+	p := o.hooks().prewarm()
+	if _, err := os.Stat(p); err != nil {
+		return false, nil
+	}
+	return writeHook(p, prewarmHook(o.userBlock().guard, o.Artifacts))
+}
+
+// Uninstall removes exactly what Install added: guard's links, its copy,
+// the PATH blocks, the hook files, what --system added and the install
+// marker. Models, cache, log and manifest stay.
 func Uninstall(o Options) (*Report, error) {
 	r := &Report{}
 	entries, err := os.ReadDir(o.ShimDir)
@@ -127,13 +278,24 @@ func Uninstall(o Options) (*Report, error) {
 	if os.Remove(o.ShimDir) == nil { // only when empty
 		r.did("removed %s", o.ShimDir)
 	}
-	for _, rc := range []string{".bashrc", ".profile"} {
-		changed, err := removeBlock(filepath.Join(o.Home, rc))
+	if o.System != nil {
+		if err := uninstallSystem(o, r); err != nil {
+			return r, err
+		}
+	}
+	for _, rc := range rcFiles {
+		p := filepath.Join(o.Home, rc.name)
+		changed, err := removeBlock(p)
 		if err != nil {
 			return r, err
 		}
 		if changed {
-			r.did("removed the PATH block from %s", filepath.Join(o.Home, rc))
+			r.did("removed the PATH block from %s", p)
+		}
+	}
+	for _, p := range o.hooks().all() {
+		if removeHook(p) {
+			r.did("removed %s", p)
 		}
 	}
 	_ = os.Remove(state.Layout{Dir: o.StateDir}.Installed())
@@ -177,8 +339,13 @@ func copyIfChanged(src, dst string, force bool) (bool, error) {
 		return false, fmt.Errorf("read guard executable: %w", err)
 	}
 	if !force {
-		if have, err := os.ReadFile(dst); err == nil && bytes.Equal(have, want) {
-			return false, nil
+		// A link, or a copy that lost its mode, is replaced even when the
+		// bytes it reaches are the same.
+		fi, err := os.Lstat(dst)
+		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() == 0o755 {
+			if have, err := os.ReadFile(dst); err == nil && bytes.Equal(have, want) {
+				return false, nil
+			}
 		}
 	}
 	if err := copyGuard(want, dst); err != nil {
@@ -202,83 +369,4 @@ func writeUserFile(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return state.WriteAtomic(path, data, mode)
-}
-
-// ShellPath is how the shim folder is written in a shell file: under $HOME
-// when it is below the home folder, so the block survives a moved home.
-func ShellPath(home, shimDir string) string {
-	if rel, err := filepath.Rel(home, shimDir); err == nil && !strings.HasPrefix(rel, "..") && home != "" {
-		return `$HOME/` + rel
-	}
-	return shimDir
-}
-
-const (
-	blockStart = "# >>> guard: shims first in PATH >>>"
-	blockEnd   = "# <<< guard <<<"
-)
-
-func pathBlock(home, shimDir string) string {
-	p := ShellPath(home, shimDir)
-	return blockStart + "\n" +
-		`case ":$PATH:" in *":` + p + `:"*) ;; *) export PATH="` + p + `:$PATH" ;; esac` + "\n" +
-		blockEnd + "\n"
-}
-
-// addBlock puts block in the file, replacing an older guard block; it
-// reports whether the file changed.
-func addBlock(path, block string) (bool, error) {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("read %s: %w", path, err)
-	}
-	rest, _ := cut(string(old))
-	if strings.Contains(string(old), block) {
-		return false, nil
-	}
-	if rest != "" && !strings.HasSuffix(rest, "\n") {
-		rest += "\n"
-	}
-	if err := writeUserFile(path, []byte(rest+block), 0o644); err != nil {
-		return false, fmt.Errorf("write %s: %w", path, err)
-	}
-	return true, nil
-}
-
-func removeBlock(path string) (bool, error) {
-	old, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read %s: %w", path, err)
-	}
-	rest, found := cut(string(old))
-	if !found {
-		return false, nil
-	}
-	if err := writeUserFile(path, []byte(rest), 0o644); err != nil {
-		return false, fmt.Errorf("write %s: %w", path, err)
-	}
-	return true, nil
-}
-
-// cut removes every guard block from s.
-func cut(s string) (string, bool) {
-	found := false
-	for {
-		i := strings.Index(s, blockStart)
-		if i < 0 {
-			return s, found
-		}
-		j := strings.Index(s[i:], blockEnd)
-		if j < 0 {
-			return s, found
-		}
-		end := i + j + len(blockEnd)
-		if end < len(s) && s[end] == '\n' {
-			end++
-		}
-		s, found = s[:i]+s[end:], true
-	}
 }

@@ -49,7 +49,7 @@ func TestInstallWritesThroughRCLinksButNotTheGuardCopy(t *testing.T) {
 		t.Fatalf("~/.bashrc is no longer a link: %v %v", fi, err)
 	}
 	b, err := os.ReadFile(rc)
-	if err != nil || !strings.HasPrefix(string(b), "alias ll='ls -l'\n") || !strings.Contains(string(b), "guard: shims first in PATH") {
+	if err != nil || !strings.HasPrefix(string(b), "# >>> guard: shims first in PATH") || !strings.HasSuffix(string(b), "# <<< guard <<<\nalias ll='ls -l'\n") {
 		t.Fatalf("linked rc file: %q %v", b, err)
 	}
 	if fi, _ := os.Stat(rc); fi.Mode().Perm() != 0o600 {

@@ -13,8 +13,9 @@ import (
 	"github.com/sandbox-guard/guard/guard/state"
 )
 
-// Repair is the per-call self-repair: one stat per expected link and, only
-// when something is gone, the fix. It returns the names it re-created. It
+// Repair is the per-call self-repair: one stat per expected link, a read
+// of guard's copy's ELF header (an empty or cut-off copy is as good as
+// gone), and only when something is gone, the fix. It returns the names it re-created. It
 // does nothing when guard was never installed here (no shim folder and no
 // install marker), so running a guard binary from a build folder does not
 // create a shim folder behind the user's back.
@@ -24,7 +25,9 @@ func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
 		return nil, nil
 	}
 	if _, err := os.Stat(shimDir); errors.Is(err, fs.ErrNotExist) {
-		if _, err := os.Stat(state.Layout{Dir: stateDir}.Installed()); err != nil {
+		// The marker names the folder install put guard in: a call that
+		// was told another folder must not build a second one.
+		if installed, _ := Recorded(stateDir); installed != shimDir {
 			return nil, nil
 		}
 	}
@@ -74,7 +77,8 @@ func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
 func missingShims(shimDir string, names []string) []string {
 	var missing []string
 	for _, name := range names {
-		if _, err := os.Stat(filepath.Join(shimDir, name)); err != nil {
+		p := filepath.Join(shimDir, name)
+		if _, err := os.Stat(p); err != nil || (name == GuardName && CopyProblem(p) != "") {
 			missing = append(missing, name)
 		}
 	}

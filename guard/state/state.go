@@ -36,8 +36,9 @@ func (l Layout) Failures() string { return filepath.Join(l.Dir, "failures") }
 // Builds holds the build logs and the markers of builds in progress.
 func (l Layout) Builds() string { return filepath.Join(l.Dir, "builds") }
 
-// Installed is the marker guard install writes (it holds the shim folder),
-// so a call can rebuild a shim folder a sandbox evicted whole.
+// Installed is the marker guard install writes (its first line is the shim
+// folder, then the source folder it was built from), so a call can rebuild
+// a shim folder a sandbox evicted whole.
 func (l Layout) Installed() string { return filepath.Join(l.Dir, "installed") }
 
 // DecodedManifest is the manifest decoded once and kept as JSON, so a shim

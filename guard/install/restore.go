@@ -1,0 +1,111 @@
+package install
+
+import (
+	"path/filepath"
+	"strings"
+)
+
+// Restore says where guard's own executable comes back from when a sandbox
+// evicted it: the source folder install.sh ran from (rebuilt when Go is
+// there), else [self] urls with their pinned sha256.
+type Restore struct {
+	Source string   // guard's source folder, "" when guard was not installed by install.sh
+	Go     string   // the go executable found at install time, tried before PATH
+	URLs   []string // [self] urls
+	SHA256 string   // [self] sha256
+}
+
+// hint is the command the loud line names when nothing could restore guard.
+func (r Restore) hint() string {
+	if r.Source != "" {
+		return "cd " + shellQuote(r.Source) + " && ./install.sh"
+	}
+	return "reinstall guard (./install.sh in its source folder), or name a copy in the manifest's [self] urls and sha256"
+}
+
+// offLine is the loud line a start-up file prints when guard's copy is
+// gone and the restore script with it.
+func offLine(guard string, r Restore) string {
+	return "guard: protection is off: " + guard + " is missing or empty; restore it: " + r.hint()
+}
+
+// restoreFailed is the stamp of a restore that failed: restore.sh does not
+// try again for 10 minutes, and an install, which has just put guard back,
+// removes it.
+func restoreFailed(stateDir string) string {
+	return filepath.Join(stateDir, "locks", "restore.failed")
+}
+
+// restoreScript is restore.sh. It runs in a subshell, so nothing it sets
+// stays in the person's shell; it takes a lock so that twenty shells
+// started at once rebuild once; and whatever brings guard back then runs
+// `guard install --no-rc`, which puts the copy and its links in place the
+// way an install does. Every line it prints goes to stderr: a start-up
+// file must not write on the stdout of `bash -lc CMD`.
+func restoreScript(shimDir, stateDir string, r Restore) string {
+	urls := strings.Join(r.URLs, " ")
+	return strings.NewReplacer(
+		"@SHIM@", shellQuote(shimDir),
+		"@LOCKS@", shellQuote(filepath.Join(stateDir, "locks")),
+		"@FAILED@", shellQuote(restoreFailed(stateDir)),
+		"@SRC@", shellQuote(r.Source),
+		"@GO@", shellQuote(r.Go),
+		"@SHA@", shellQuote(strings.ToLower(r.SHA256)),
+		"@URLS@", shellQuote(urls),
+		"@HINT@", shellQuote(r.hint()),
+	).Replace(restoreTemplate)
+}
+
+const restoreTemplate = hookHeader + ` restore guard's copy in the shim folder after a sandbox evicted it.
+# Written by guard install (run it again after changing [self]); the PATH block
+# sources it only when the copy is missing or empty. By hand: sh THIS_FILE
+(
+set -f
+shim=@SHIM@ locks=@LOCKS@ src=@SRC@ go=@GO@ sha=@SHA@ urls=@URLS@ hint=@HINT@
+g=$shim/guard
+ok() { [ -s "$g" ] && [ -x "$g" ]; }
+mkdir -p "$shim" "$locks" 2>/dev/null
+if command -v flock >/dev/null 2>&1 && { exec 9>>"$locks/restore.lock"; } 2>/dev/null; then
+	flock -n 9 || { echo "guard: waiting for another shell that is restoring $g" >&2; flock -w 1800 9; }
+fi
+# A restore that failed is not tried again for 10 minutes: with BASH_ENV
+# every bash would otherwise pay for another failed build.
+failed=@FAILED@
+if ! ok && [ -n "$(find "$failed" -mmin -10 2>/dev/null)" ]; then
+	echo "guard: protection is off: $g is missing or empty; the last restore failed less than 10 minutes ago; restore it: $hint" >&2
+	exit 0
+fi
+how=
+if ! ok && [ -n "$src" ] && [ -f "$src/install.sh" ]; then
+	[ -x "$go" ] || go=$(command -v go 2>/dev/null) || go=
+	if [ -n "$go" ]; then
+		echo "guard: $g is missing or empty; rebuilding it from $src" >&2
+		if PATH=${go%/*}:$PATH GUARD_SHIM_DIR=$shim bash "$src/install.sh" --no-rc </dev/null >&2; then how="rebuilt from $src"; fi
+	fi
+fi
+if ! ok && [ -n "$sha" ]; then
+	tmp=$shim/guard.restore-$$ # named guard…: it runs as the command, not as a shim
+	for u in $urls; do
+		echo "guard: $g is missing or empty; fetching it from $u" >&2
+		rm -f "$tmp"
+		case $u in
+		file://*) p=${u#file://}; p=${p#localhost}; cp "$p" "$tmp" ;;
+		*) if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 10 --max-time 600 -o "$tmp" "$u"
+		   elif command -v wget >/dev/null 2>&1; then wget -q -T 30 -O "$tmp" "$u"
+		   else echo "guard: neither curl nor wget is here to fetch $u" >&2; false; fi ;;
+		esac || continue
+		set -- $(sha256sum "$tmp" 2>/dev/null)
+		if [ "${1-}" != "$sha" ]; then echo "guard: $u served a file whose sha256 is ${1-unknown}, not $sha; not used" >&2; continue; fi
+		chmod 755 "$tmp" && GUARD_SHIM_DIR=$shim "$tmp" install --no-rc </dev/null >/dev/null && { how="fetched from $u"; break; }
+	done
+	rm -f "$tmp"
+fi
+if ok; then
+	rm -f "$failed"
+	[ -z "$how" ] || echo "guard: restored $g ($how)" >&2
+else
+	: >"$failed" 2>/dev/null
+	echo "guard: protection is off: $g is missing or empty and could not be restored; restore it: $hint" >&2
+fi
+)
+`
