@@ -139,7 +139,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		h.event(heallog.Event{Level: "error", Event: "model.download", Tool: tool, Target: path, Result: "failed", Reason: err.Error()})
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
-	if fi, err := os.Stat(path + ".partial"); err == nil && fi.Size() > 0 && (m.Size <= 0 || fi.Size() < m.Size) {
+	if fi, err := os.Lstat(path + ".partial"); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 && (m.Size <= 0 || fi.Size() < m.Size) {
 		h.say("guard: model %s is %s; resuming a partial download (%s of %s)", name, describeStatus(st), describeSize(fi.Size()), describeSize(m.Size))
 	} else {
 		h.say("guard: model %s is %s; downloading %s", name, describeStatus(st), describeSize(m.Size))

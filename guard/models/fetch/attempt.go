@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/models/verify"
@@ -272,7 +273,8 @@ func (d *download) fromFile(u *url.URL) error {
 	if u.Host != "" && u.Host != "localhost" {
 		return fmt.Errorf("%s: a file url must name a local path (file:///path)", u)
 	}
-	src, err := os.Open(u.Path)
+	// Non-blocking: a FIFO at the mirror's path must not hang the call.
+	src, err := os.OpenFile(u.Path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open mirror %s: %w", u.Path, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // Copy buffers: a few of bufSize, allocated once per Fetch. Writes go to
@@ -54,9 +56,9 @@ func openDownload(r Request) (*download, error) {
 	if err := os.MkdirAll(filepath.Dir(r.Dest), 0o755); err != nil {
 		return nil, fmt.Errorf("download %s: %w", d.name, err)
 	}
-	f, err := os.OpenFile(d.partial, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o644)
+	f, fi, err := openPartial(d.partial, r.Progress)
 	if err != nil {
-		return nil, fmt.Errorf("download %s: open partial file: %w", d.name, err)
+		return nil, fmt.Errorf("download %s: %w", d.name, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -64,11 +66,6 @@ func openDownload(r Request) (*download, error) {
 	}
 	d.f = f
 	d.p = newPipe(buffers, bufSize)
-	fi, err := f.Stat()
-	if err != nil {
-		d.close()
-		return nil, fmt.Errorf("download %s: %w", d.name, err)
-	}
 	if n := fi.Size(); n > 0 {
 		if err := d.adopt(n); err != nil {
 			d.close()
@@ -98,10 +95,97 @@ func (d *download) adopt(n int64) error {
 		d.off += int64(k)
 	}
 	d.old = n
-	if b, err := os.ReadFile(d.partial + ".meta"); err == nil {
+	if b, err := readOwn(d.partial+".meta", maxMeta); err == nil {
 		_ = json.Unmarshal(b, &d.meta) // a bad sidecar only costs the validator
 	}
 	return nil
+}
+
+// openPartial opens the partial file for reading and writing, never
+// through a symlink. What guard cannot trust there (a link, a FIFO or a
+// device, a file with other hard links or of another user, a file it may
+// not open) is removed and a fresh file created exclusively in its place;
+// what it cannot remove is an error naming the file and why.
+func openPartial(path string, say io.Writer) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	why := ""
+	switch {
+	case err == nil:
+		fi, serr := f.Stat()
+		if serr != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("open partial file: %w", serr)
+		}
+		if why = untrusted(fi); why == "" {
+			return f, fi, nil
+		}
+		f.Close()
+	case errors.Is(err, syscall.ELOOP):
+		why = "a symlink"
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		why = "a file guard may not open (permission denied)"
+	case errors.Is(err, syscall.EISDIR):
+		why = "a folder"
+	default:
+		return nil, nil, fmt.Errorf("open partial file: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("the partial file %s is %s and guard cannot remove it (%v): remove it, or download to a folder you own", path, why, errors.Unwrap(err))
+	}
+	if say != nil {
+		fmt.Fprintf(say, "guard: removed %s: it was %s; starting the download over\n", path, why)
+	}
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create partial file: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("create partial file: %w", err)
+	}
+	return f, fi, nil
+}
+
+// untrusted says why an open partial file must not be resumed, or "" when
+// it is a plain file of this user's with no other name.
+func untrusted(fi os.FileInfo) string {
+	if !fi.Mode().IsRegular() {
+		return fmt.Sprintf("not a plain file (%s)", fi.Mode().Type())
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !ok:
+		return ""
+	case st.Nlink > 1:
+		return "a file with other hard links"
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Sprintf("another user's file (uid %d)", st.Uid)
+	}
+	return ""
+}
+
+// maxMeta bounds the sidecar guard reads back: it holds a URL and two
+// validators.
+const maxMeta = 16 << 10
+
+// readOwn reads a small file guard wrote itself: never through a symlink,
+// never blocking on a FIFO, only a plain file of this user's, at most max
+// bytes.
+func readOwn(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if why := untrusted(fi); why != "" {
+		return nil, fmt.Errorf("%s is %s", path, why)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // discard empties the partial file and forgets its validator.
@@ -123,7 +207,9 @@ func (d *download) saveMeta(m meta) {
 		return
 	}
 	if b, err := json.Marshal(m); err == nil {
-		_ = os.WriteFile(d.partial+".meta", b, 0o644)
+		// Replace, not WriteFile: a link planted at the name is replaced,
+		// never followed.
+		_ = state.Replace(d.partial+".meta", b, 0o644)
 	}
 }
 
@@ -212,6 +298,11 @@ func (d *download) finish(src string) error {
 		return &fatalError{fmt.Errorf("close %s: %w", d.partial, err)}
 	}
 	d.f = nil
+	// Rename only the file written here: if the name now holds something
+	// else (a link planted while the download ran), nothing is renamed.
+	if cur, err := os.Lstat(d.partial); err != nil || !os.SameFile(cur, fi) {
+		return &fatalError{fmt.Errorf("%s was replaced while the download ran; nothing was renamed into place", d.partial)}
+	}
 	if err := os.Rename(d.partial, d.r.Dest); err != nil {
 		return &fatalError{fmt.Errorf("rename %s: %w", d.partial, err)}
 	}

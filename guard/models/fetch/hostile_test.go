@@ -1,0 +1,252 @@
+package fetch_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
+	"github.com/sandbox-guard/guard/guard/models/fetch"
+)
+
+// What a hostile neighbour plants beside a model must never be followed,
+// extended, truncated or renamed into place.
+
+func TestPlantedPartialLinkIsNotFollowed(t *testing.T) {
+	data := guardtest.GGUF(200_000)
+	for _, tt := range []struct {
+		name  string
+		serve func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"range honoured", func(w http.ResponseWriter, r *http.Request) { content(w, r, data) }},
+		{"range ignored", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			w.Write(data)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { tt.serve(w, r) })
+			victim := filepath.Join(t.TempDir(), "victim")
+			keep := "GGUF\x03\x00\x00\x00 the victim's own bytes"
+			guardtest.WriteFile(t, victim, keep, 0o644)
+			r := request(t, srv.URL)
+			r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
+			if err := os.Symlink(victim, r.Dest+".partial"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fetch.Fetch(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			mustFile(t, victim, []byte(keep))
+			mustRegular(t, r.Dest)
+			mustFile(t, r.Dest, data)
+		})
+	}
+}
+
+func TestPlantedMetaLinkIsNotFollowed(t *testing.T) {
+	data := guardtest.GGUF(300_000)
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
+	// A fresh download writes the sidecar; a resumed one reads it first.
+	for _, tt := range []struct {
+		name, target string
+		partial      bool
+	}{
+		{"fresh, link to a victim", "victim", false},
+		{"resumed, link to a victim", "victim", true},
+		{"resumed, link to /dev/zero", "/dev/zero", true},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			victim := tt.target
+			if !filepath.IsAbs(victim) {
+				victim = filepath.Join(t.TempDir(), "victim")
+				guardtest.WriteFile(t, victim, "keep me\n", 0o644)
+			}
+			r := request(t, srv.URL)
+			r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
+			if tt.partial {
+				guardtest.WriteFile(t, r.Dest+".partial", string(data[:50_000]), 0o644)
+			}
+			if err := os.Symlink(victim, r.Dest+".partial.meta"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fetch.Fetch(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			if victim != "/dev/zero" {
+				mustFile(t, victim, []byte("keep me\n"))
+			}
+			mustFile(t, r.Dest, data)
+			mustNotExist(t, r.Dest+".partial", r.Dest+".partial.meta")
+		})
+	}
+}
+
+// A partial that is not a plain file of guard's own (a FIFO, a hard link
+// to someone's file, another user's file) is removed and the download
+// starts over; nothing that was there is read or written.
+func TestUntrustedPartialIsReplaced(t *testing.T) {
+	data := guardtest.GGUF(100_000)
+	for _, tt := range []struct {
+		name  string
+		plant func(t *testing.T, partial string)
+		root  bool
+	}{
+		{"fifo", func(t *testing.T, partial string) {
+			if err := syscall.Mkfifo(partial, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"hard link", func(t *testing.T, partial string) {
+			victim := filepath.Join(filepath.Dir(partial), "victim")
+			guardtest.WriteFile(t, victim, string(data[:1000]), 0o644)
+			if err := os.Link(victim, partial); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { mustFile(t, victim, data[:1000]) })
+		}, false},
+		{"another user's", func(t *testing.T, partial string) {
+			guardtest.WriteFile(t, partial, string(data[:1000]), 0o666)
+			if err := os.Chown(partial, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			if tt.root && os.Geteuid() != 0 {
+				t.Skip("giving a file away needs root")
+			}
+			srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
+			r := request(t, srv.URL)
+			r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
+			var said strings.Builder
+			r.Progress = &said
+			tt.plant(t, r.Dest+".partial")
+			res, err := fetch.Fetch(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustFile(t, r.Dest, data)
+			if res.Resumed || srv.ranges.Load() != 0 {
+				t.Fatalf("resumed from a planted partial: %+v, %d range requests", res, srv.ranges.Load())
+			}
+			if !strings.Contains(said.String(), "removed") {
+				t.Errorf("nothing said about the removed partial: %q", said.String())
+			}
+			fi, _ := os.Stat(r.Dest)
+			if st := fi.Sys().(*syscall.Stat_t); st.Uid != uint32(os.Geteuid()) || st.Nlink != 1 {
+				t.Errorf("model owned by %d with %d links", st.Uid, st.Nlink)
+			}
+		})
+	}
+}
+
+// TestUnreadablePartial runs as an unprivileged user (nobody): a partial
+// of mode 000 in its own folder is removed and the download restarts; in a
+// folder it cannot write, the message names the partial file and why,
+// not the folder's permissions in general.
+func TestUnreadablePartial(t *testing.T) {
+	data := guardtest.GGUF(50_000)
+	if dir := os.Getenv("FETCH_TEST_NOBODY_DIR"); dir != "" {
+		r := fetch.Request{URLs: []string{os.Getenv("FETCH_TEST_URL")}, Dest: filepath.Join(dir, "m.gguf"), Size: int64(len(data)), SHA256: guardtest.Sum(data), Retries: -1}
+		_, err := fetch.Fetch(context.Background(), r)
+		if err != nil {
+			io.WriteString(os.Stderr, "FETCH ERROR: "+err.Error()+"\n")
+			os.Exit(3)
+		}
+		return
+	}
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
+	own, exe := nobodyDir(t), nobodyExe(t)
+	partial := filepath.Join(own, "m.gguf.partial")
+	guardtest.WriteFile(t, partial, "GGUF\x03\x00\x00\x00 stale", 0o000)
+	os.Chown(partial, 65534, 65534)
+	if out, err := asNobody(exe, "TestUnreadablePartial", "FETCH_TEST_NOBODY_DIR="+own, "FETCH_TEST_URL="+srv.URL); err != nil {
+		t.Fatalf("own folder: %v\n%s", err, out)
+	}
+	mustFile(t, filepath.Join(own, "m.gguf"), data)
+
+	// A folder nobody may not write, holding a partial nobody may not
+	// read: say which file and why, and leave it.
+	theirs := nobodyDir(t)
+	os.Chown(theirs, 0, 0)
+	partial = filepath.Join(theirs, "m.gguf.partial")
+	guardtest.WriteFile(t, partial, "GGUF\x03\x00\x00\x00 stale", 0o600)
+	out, err := asNobody(exe, "TestUnreadablePartial", "FETCH_TEST_NOBODY_DIR="+theirs, "FETCH_TEST_URL="+srv.URL)
+	if err == nil {
+		t.Fatalf("downloaded into a folder it cannot write\n%s", out)
+	}
+	for _, want := range []string{partial, "cannot remove it", "permission denied"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("message lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Lstat(partial); err != nil {
+		t.Errorf("the other user's partial is gone: %v", err)
+	}
+}
+
+// nobodyDir is a fresh folder owned by nobody that nobody can reach.
+func nobodyDir(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("playing another user needs root")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("no setpriv")
+	}
+	dir, err := os.MkdirTemp("", "guard-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// nobodyExe is a copy of this test binary that nobody may run (go test
+// keeps its binary in a folder only root can enter).
+func nobodyExe(t *testing.T) string {
+	t.Helper()
+	dir := nobodyDir(t)
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "fetch.test")
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// asNobody runs one test of exe as nobody with env added.
+func asNobody(exe, test string, env ...string) (string, error) {
+	cmd := exec.Command("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", exe, "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append([]string{"HOME=/nonexistent", "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0"}, env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func mustRegular(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fi.Mode().IsRegular() {
+		t.Fatalf("%s is %v, want a regular file", path, fi.Mode())
+	}
+}
