@@ -122,11 +122,12 @@ func (d *download) accept(resp *http.Response, src string) (int64, error) {
 	case http.StatusPartialContent:
 		start, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
 		if !ok || start != d.off {
+			from := d.off
 			if err := d.discard(); err != nil {
 				return 0, err
 			}
 			return 0, &restartError{reason: fmt.Sprintf("%s resumed at the wrong place (Content-Range %q for a request from byte %d); starting over",
-				src, resp.Header.Get("Content-Range"), d.off)}
+				src, resp.Header.Get("Content-Range"), from)}
 		}
 		if err := d.checkTotal(src, total); err != nil {
 			return 0, err
@@ -134,10 +135,11 @@ func (d *download) accept(resp *http.Response, src string) (int64, error) {
 		d.res.Resumed = true
 		return total, nil
 	case http.StatusRequestedRangeNotSatisfiable:
+		from := d.off
 		if err := d.discard(); err != nil {
 			return 0, err
 		}
-		return 0, &restartError{reason: fmt.Sprintf("%s refused to resume from byte %d (416); starting over", src, d.off)}
+		return 0, &restartError{reason: fmt.Sprintf("%s refused to resume from byte %d (416); starting over", src, from)}
 	}
 	return 0, statusError(resp, src, d.r.Token != "")
 }

@@ -2,6 +2,7 @@ package fetch_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -248,5 +249,93 @@ func mustRegular(t *testing.T, path string) {
 	}
 	if !fi.Mode().IsRegular() {
 		t.Fatalf("%s is %v, want a regular file", path, fi.Mode())
+	}
+}
+
+// A partial left by an earlier run is resumed without its first bytes
+// ever passing through the download: the finished file's header is
+// checked all the same, pinned or not.
+func TestResumedPartialHeaderChecked(t *testing.T) {
+	data := guardtest.GGUF(200_000)
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
+	r := request(t, srv.URL)
+	r.Size = int64(len(data)) // no sha256: only size and header can tell
+	junk := strings.Repeat("\x8f random bytes, not a model ", 8000)
+	guardtest.WriteFile(t, r.Dest+".partial", junk[:100_000], 0o644)
+	if _, err := fetch.Fetch(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	mustFile(t, r.Dest, data)
+	if srv.requests.Load() != 1 || srv.ranges.Load() != 0 {
+		t.Fatalf("%d requests (%d ranges), want 1 fresh start", srv.requests.Load(), srv.ranges.Load())
+	}
+
+	// A complete partial needs no request, and is checked too.
+	r = request(t, srv.URL)
+	r.Size = int64(len(data))
+	guardtest.WriteFile(t, r.Dest+".partial", junk[:len(data)], 0o644)
+	if _, err := fetch.Fetch(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	mustFile(t, r.Dest, data)
+
+	// The check is of the bytes on disk at the end: another process that
+	// overwrites the start of the partial while the rest downloads is
+	// caught, and nothing is renamed into place.
+	dest := filepath.Join(t.TempDir(), "m.gguf")
+	tamper := serve(t, func(w http.ResponseWriter, req *http.Request, n int64, c *counter) {
+		os.WriteFile(dest+".partial", []byte("<!DOCTYPE html>"), 0o644) // keeps the size: writes at 0, no truncation
+		content(w, req, data)
+	})
+	r = request(t, tamper.URL)
+	r.Dest, r.Size = dest, int64(len(data))
+	guardtest.WriteFile(t, dest+".partial", string(data[:100_000]), 0o644)
+	_, err := fetch.Fetch(context.Background(), r)
+	var be *fetch.BodyError
+	if !errors.As(err, &be) || !strings.Contains(err.Error(), "HTML") {
+		t.Fatalf("err = %v, want a *BodyError about an HTML page", err)
+	}
+	mustNotExist(t, dest, dest+".partial")
+}
+
+// Messages name the byte a resume asked for, not the 0 the partial was
+// reset to afterwards.
+func TestResumeMessagesNameTheOffset(t *testing.T) {
+	data := guardtest.GGUF(100_000)
+	for _, tt := range []struct {
+		name   string
+		answer func(w http.ResponseWriter)
+		want   string
+	}{
+		{"416", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Range", "bytes */"+strconv.Itoa(len(data)))
+			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+		}, "refused to resume from byte 50000 (416)"},
+		{"wrong place", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Range", "bytes 10-99999/100000")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(data[10:])
+		}, "for a request from byte 50000"},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+				if r.Header.Get("Range") != "" {
+					tt.answer(w)
+					return
+				}
+				content(w, r, data)
+			})
+			r := request(t, srv.URL)
+			r.Size = int64(len(data))
+			guardtest.WriteFile(t, r.Dest+".partial", string(data[:50_000]), 0o644)
+			var said []string
+			r.OnRetry = func(u string, attempt int, err error) { said = append(said, err.Error()) }
+			if _, err := fetch.Fetch(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			if len(said) != 1 || !strings.Contains(said[0], tt.want) {
+				t.Fatalf("retry messages %q, want one saying %q", said, tt.want)
+			}
+		})
 	}
 }

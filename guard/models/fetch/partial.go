@@ -82,6 +82,15 @@ func (d *download) adopt(n int64) error {
 	if d.r.Size > 0 && n > d.r.Size {
 		return d.discard()
 	}
+	// Bytes that never start a model (an error page, another file) are
+	// not worth resuming; finish checks the whole file's header again.
+	head := make([]byte, min(n, 64))
+	if k, _ := d.f.ReadAt(head, 0); d.sniff(head[:k], d.partial) != nil {
+		if d.r.Progress != nil {
+			fmt.Fprintf(d.r.Progress, "guard: discarded %s: it does not start like the file; starting the download over\n", d.partial)
+		}
+		return d.discard()
+	}
 	for d.off < n {
 		b := d.p.buffer()
 		k, err := d.f.ReadAt(b[:min(int64(len(b)), n-d.off)], d.off)
@@ -278,6 +287,15 @@ func (d *download) finish(src string) error {
 	if d.r.Size > 0 && d.off != d.r.Size {
 		_ = d.discard()
 		return &MismatchError{URL: src, What: "size", Want: fmt.Sprint(d.r.Size), Got: fmt.Sprint(d.off)}
+	}
+	// The header of the file as it will be, pinned or not: a resumed
+	// partial's first bytes never passed the check at the start of a body.
+	head := make([]byte, min(d.off, 64))
+	if n, err := d.f.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return &fatalError{fmt.Errorf("read %s: %w", d.partial, err)}
+	} else if err := d.sniff(head[:n], src); err != nil {
+		d.removePartial()
+		return err
 	}
 	sum := d.p.sum()
 	if pin := strings.ToLower(strings.TrimSpace(d.r.SHA256)); pin != "" && sum != pin {
