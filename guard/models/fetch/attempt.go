@@ -56,7 +56,7 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 	// Identity: Go would otherwise ask for gzip and undo it, and a resume
 	// offset must count the bytes of the file itself.
 	req.Header.Set("Accept-Encoding", "identity")
-	d.authorize(req)
+	authorize(req, d.r.Token)
 	if d.off > 0 {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", d.off))
 		if v := d.meta.validator(); v != "" {
@@ -65,8 +65,12 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 	}
 	resp, err := d.r.Client.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
+		var re *redirectError
+		switch {
+		case ctx.Err() != nil:
 			return ctx.Err()
+		case errors.As(err, &re):
+			return re
 		}
 		return stalled(&netError{fmt.Errorf("%s: %w", u.Redacted(), unwrapURLError(err))})
 	}
@@ -86,20 +90,6 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 	}
 	stall.Stop()
 	return d.finish(u.Redacted())
-}
-
-func (d *download) authorize(req *http.Request) {
-	if d.r.Token == "" {
-		return
-	}
-	if tokenAllowed(req.URL) {
-		req.Header.Set("Authorization", "Bearer "+d.r.Token)
-		return
-	}
-	if !d.warned && d.r.Progress != nil {
-		d.warned = true
-		fmt.Fprintf(d.r.Progress, "guard: not sending HF_TOKEN to %s over plain http\n", req.URL.Host)
-	}
 }
 
 // accept turns the response status into the offset the body starts at and
@@ -165,7 +155,11 @@ func (d *download) checkTotal(src string, total int64) error {
 	return nil
 }
 
-func statusError(resp *http.Response, src string, hadToken bool) error {
+// statusError words a status that is not the file. have says whether
+// HF_TOKEN is set; whether it went to the server that answered is on the
+// request.
+func statusError(resp *http.Response, src string, have bool) error {
+	hadToken := resp.Request != nil && resp.Request.Header.Get("Authorization") != ""
 	e := &HTTPError{URL: src, Status: resp.StatusCode}
 	// A few bytes of the body say more than the status ("Entry not found").
 	head := make([]byte, 256)
@@ -175,13 +169,15 @@ func statusError(resp *http.Response, src string, hadToken bool) error {
 	switch {
 	case gated:
 		e.Hint = "the repository is gated: accept its terms on huggingface.co, then set HF_TOKEN to a token of that account"
+	case resp.StatusCode == http.StatusUnauthorized && have && !hadToken:
+		e.Hint = "the server wants credentials: HF_TOKEN goes only to huggingface.co over https, so this server did not get it"
 	case resp.StatusCode == http.StatusUnauthorized && !hadToken:
 		e.Hint = "the repository is private, gated or missing: set HF_TOKEN to a token that can read it"
 	case resp.StatusCode == http.StatusUnauthorized:
 		e.Hint = "HF_TOKEN was refused or cannot read this repository"
 	case resp.StatusCode == http.StatusForbidden:
 		e.Hint = "access denied"
-		if !hadToken {
+		if !have {
 			e.Hint += "; if the repository is gated or private, set HF_TOKEN"
 		}
 	case resp.StatusCode == http.StatusNotFound:

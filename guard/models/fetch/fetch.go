@@ -28,7 +28,7 @@ type Request struct {
 	Dest   string
 	Size   int64  // exact bytes; 0 = unknown
 	SHA256 string // hex; "" = not pinned
-	Token  string // bearer token (HF_TOKEN), sent only over https or to loopback
+	Token  string // bearer token (HF_TOKEN), sent only to huggingface.co over https
 
 	Client   *http.Client // nil = DefaultClient()
 	Progress io.Writer    // where progress lines go (stderr); nil = none
@@ -97,6 +97,7 @@ func withDefaults(r Request) Request {
 	if r.Client == nil {
 		r.Client = DefaultClient()
 	}
+	r.Client = withRedirectRules(r.Client, r.Token)
 	if r.Retries == 0 {
 		r.Retries = DefaultRetries
 	}

@@ -41,7 +41,6 @@ type download struct {
 	sum     string
 	res     Result
 	rep     *progress.Reporter
-	warned  bool // the token was withheld once already
 }
 
 // meta is the sidecar that lets a later run resume safely.
