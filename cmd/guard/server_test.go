@@ -32,8 +32,8 @@ import (
 //	500once    500 on the first GET, then ok
 //	drop       the first GET breaks the connection half way, then ok
 //	norange    the first GET breaks half way, then 200 with the whole file whatever the Range
-//	stall      the first GET sends half, goes quiet for 1.5 s (under guard's 60 s stall
-//	           timeout, which a script cannot wait out), then breaks; then ok
+//	stall      the first GET sends half, goes quiet for 1.5 s (inside guard's 30 s rate window,
+//	           which a script cannot wait out), then breaks; then ok
 //	wronghash  the right size and header, other bytes
 //	slow       the first GET sends 5/8 at once, then 8 KiB every 100 ms; then ok
 //	lfs        200 with a Git-LFS pointer

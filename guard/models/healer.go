@@ -44,7 +44,7 @@ type Healer struct {
 	Token          string              // HF_TOKEN
 	Client         *http.Client        // nil = fetch.DefaultClient()
 	FetchBackoff   time.Duration       // base retry back-off of a download (tests use ms)
-	StallTimeout   time.Duration       // a download with no bytes for this long is retried; 0 = fetch's default
+	RateWindow     time.Duration       // a download under fetch.DefaultMinRate over this window is retried; 0 = fetch's default
 	ProgressEvery  time.Duration       // progress line interval off a terminal; 0 = progress's default
 }
 
@@ -69,7 +69,9 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 	if h.Check(m, path).Healthy() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, cmpDur(h.HealTimeout, DefaultHealTimeout))
+	start := time.Now()
+	limit := cmpDur(h.HealTimeout, DefaultHealTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, limit, errHealLimit)
 	defer cancel()
 
 	name := filepath.Base(path)
@@ -78,6 +80,9 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 		h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: path})
 	})
 	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return timedOut(ctx, name, start, limit, "waiting for another process's download", 0)
+		}
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
 	defer held.Release()
@@ -102,7 +107,50 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 			return nil
 		}
 	}
-	return h.download(ctx, tool, m, path, st)
+	err = h.download(ctx, tool, m, path, st)
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		var kept int64
+		if fi, serr := os.Lstat(path + ".partial"); serr == nil && fi.Mode().IsRegular() {
+			kept = fi.Size()
+		}
+		return timedOut(ctx, name, start, limit, "downloading", kept)
+	}
+	return err
+}
+
+// errHealLimit is the cause of a heal's context when [budget] heal ends it
+// rather than the caller's own deadline.
+var errHealLimit = errors.New("[budget] heal")
+
+// TimeoutError is a heal that ran out of time: the caller's deadline (what
+// remains of a call's budget) or the manifest's [budget] heal. It matches
+// context.DeadlineExceeded. The partial download is kept for the next
+// call, and nothing is remembered as a failure: the source was not at
+// fault.
+type TimeoutError struct {
+	Model string        // file name
+	After time.Duration // since the heal began
+	Limit string        // which limit ended it, for people
+	Doing string        // "downloading" or "waiting for another process's download"
+	Kept  int64         // bytes of the partial file kept; 0 = none
+}
+
+func (e *TimeoutError) Error() string {
+	s := fmt.Sprintf("heal model %s: timed out after %s %s (%s)", e.Model, e.After.Round(100*time.Millisecond), e.Doing, e.Limit)
+	if e.Kept > 0 {
+		s += fmt.Sprintf("; the partial download (%s) is kept and the next call resumes it", describeSize(e.Kept))
+	}
+	return s
+}
+
+func (e *TimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+func timedOut(ctx context.Context, name string, start time.Time, limit time.Duration, doing string, kept int64) error {
+	which := "the call's time limit"
+	if errors.Is(context.Cause(ctx), errHealLimit) {
+		which = fmt.Sprintf("[budget] heal = %s", limit)
+	}
+	return &TimeoutError{Model: name, After: time.Since(start), Limit: which, Doing: doing, Kept: kept}
 }
 
 // verify hashes a pinned file whose stamp no longer matches.
@@ -148,7 +196,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	res, err := fetch.Fetch(ctx, fetch.Request{
 		URLs: m.URLs, Dest: path, Size: m.Size, SHA256: m.SHA256,
 		Token: h.Token, Client: h.Client, Progress: h.Stderr, ProgressEvery: h.ProgressEvery,
-		Backoff: h.FetchBackoff, StallTimeout: h.StallTimeout,
+		Backoff: h.FetchBackoff, RateWindow: h.RateWindow,
 		OnRetry: func(url string, attempt int, err error) {
 			// A Retry-After or a back-off can be long: say why nothing moves.
 			h.say("guard: download of %s: %v; trying again", name, err)
@@ -160,6 +208,9 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		DurationMS: time.Since(start).Milliseconds(), Attempt: res.Attempts, Result: "ok"}
 	if err != nil {
 		ev.Level, ev.Result, ev.Reason = "error", "failed", err.Error()
+		if ctx.Err() == context.DeadlineExceeded {
+			ev.Level, ev.Result, ev.Reason = "warn", "timeout", "timed out"
+		}
 		h.event(ev)
 		if remember(ctx, err) {
 			h.rememberFailure(path, m, err.Error())
@@ -179,15 +230,9 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 // remember reports whether a failure is worth remembering: one that cost a
 // download and would cost it again. A full disk (statfs or ENOSPC) is
 // cheap to find again and is fixed by the person, and a cancelled call
-// (Ctrl-C) says nothing about the model.
+// (Ctrl-C) or one that ran out of time says nothing about the model.
 func remember(ctx context.Context, err error) bool {
-	if errors.Is(err, fetch.ErrNoSpace) {
-		return false
-	}
-	if errors.Is(err, context.Canceled) && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return false
-	}
-	return true
+	return ctx.Err() == nil && !errors.Is(err, fetch.ErrNoSpace)
 }
 
 func (h *Healer) event(e heallog.Event) {

@@ -62,7 +62,7 @@ func healer(t *testing.T) (*models.Healer, *guardtest.Recorder, *guardtest.Buffe
 		HealTimeout:    20 * time.Second,
 		FailureBackoff: time.Hour,
 		FetchBackoff:   time.Millisecond,
-		StallTimeout:   5 * time.Second,
+		RateWindow:     5 * time.Second,
 	}, ev, errOut
 }
 
@@ -297,7 +297,8 @@ func TestWaitIsBounded(t *testing.T) {
 	}
 	defer held.Release()
 	err = h.Ensure(context.Background(), "t", m, path, true)
-	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out after") ||
+		!strings.Contains(err.Error(), "waiting for another process's download") {
 		t.Fatalf("err = %v, want a bounded wait", err)
 	}
 	if len(ev.Named("lock.wait")) != 1 {
@@ -365,5 +366,49 @@ func TestPinHashesAndStamps(t *testing.T) {
 	}
 	if _, err := h.Pin(m, filepath.Join(t.TempDir(), "absent.gguf")); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("Pin of a missing file = %v, want a missing error", err)
+	}
+}
+
+// A heal stops at the deadline the caller gives (what remains of its
+// call's budget), says it timed out, keeps the partial file for the next
+// call, and remembers nothing: running out of time says nothing about the
+// source.
+func TestDeadlineKeepsPartialAndIsNotRemembered(t *testing.T) {
+	h, ev, _ := healer(t)
+	data := guardtest.GGUF(1 << 20)
+	srv := serve(t, http.StatusOK, data, 0)
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.Write(data[:600_000]) // past the first flush to disk
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{srv.URL}}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	err := h.Ensure(ctx, "llama-completion", m, path, false)
+	if err == nil || !strings.Contains(err.Error(), "timed out") || strings.Contains(err.Error(), "deadline exceeded") ||
+		!strings.Contains(err.Error(), "the call's time limit") {
+		t.Fatalf("err = %v, want a timed out heal", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("errors.Is(err, context.DeadlineExceeded) = false for %v", err)
+	}
+	if fi, err := os.Stat(path + ".partial"); err != nil || fi.Size() < 512<<10 {
+		t.Fatalf("partial file not kept: %v %v", fi, err)
+	}
+	if _, _, ok := h.LastFailure(path); ok {
+		t.Fatal("a deadline was remembered as a failure of the source")
+	}
+	if dl := ev.Named("model.download"); len(dl) != 1 || !strings.Contains(dl[0].Reason, "timed out") {
+		t.Fatalf("model.download events %+v", dl)
+	}
+
+	// The heal's own limit is named as such.
+	h.HealTimeout = 300 * time.Millisecond
+	err = h.Ensure(context.Background(), "guard heal", m, path, true)
+	if err == nil || !strings.Contains(err.Error(), "timed out") || !strings.Contains(err.Error(), "[budget] heal") {
+		t.Fatalf("err = %v, want a heal that timed out at [budget] heal", err)
 	}
 }

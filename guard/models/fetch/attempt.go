@@ -34,16 +34,16 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 		return err
 	}
 
-	// The stall timer covers the whole attempt, from the request to the
+	// The rate watch covers the whole attempt, from the request to the
 	// last byte: a server that accepts and never answers is as dead as one
-	// that stops in the middle.
+	// that trickles or stops in the middle.
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stall := time.AfterFunc(d.r.StallTimeout, func() { cancel(errStalled) })
-	defer stall.Stop()
+	w := watchRate(d.r.MinRate, d.r.RateWindow, func() { cancel(errStalled) })
+	defer w.stop()
 	stalled := func(err error) error {
 		if errors.Is(context.Cause(actx), errStalled) {
-			return &StallError{URL: u.Redacted(), After: d.r.StallTimeout}
+			return &StallError{URL: u.Redacted(), Got: w.last(), Window: d.r.RateWindow, MinRate: d.r.MinRate}
 		}
 		return err
 	}
@@ -80,15 +80,14 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 	if err != nil {
 		return err
 	}
-	body := &stallReader{r: resp.Body, t: stall, every: d.r.StallTimeout}
 	d.startProgress(total)
-	if err := d.copy(body, u.Redacted()); err != nil {
+	if err := d.copy(w.reader(resp.Body), u.Redacted()); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return stalled(err)
 	}
-	stall.Stop()
+	w.stop()
 	return d.finish(u.Redacted())
 }
 
@@ -389,20 +388,4 @@ func (d *download) sniff(b []byte, src string) error {
 		return &BodyError{URL: src, Err: err}
 	}
 	return nil
-}
-
-// stallReader pushes the stall deadline back on every read that returns
-// bytes.
-type stallReader struct {
-	r     io.Reader
-	t     *time.Timer
-	every time.Duration
-}
-
-func (s *stallReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if n > 0 {
-		s.t.Reset(s.every)
-	}
-	return n, err
 }

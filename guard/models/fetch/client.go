@@ -13,7 +13,7 @@ import (
 // DefaultClient is the client Fetch uses when Request.Client is nil: the
 // proxy from the environment (HTTPS_PROXY, HTTP_PROXY, NO_PROXY), bounded
 // connect, TLS and header waits, and no overall timeout, since a model
-// takes as long as it takes; Request.StallTimeout ends a dead body.
+// takes as long as it takes; the rate watch (Request.MinRate) ends a dead one.
 func DefaultClient() *http.Client { return defaultClient() }
 
 var defaultClient = sync.OnceValue(func() *http.Client {

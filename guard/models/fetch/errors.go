@@ -105,15 +105,19 @@ func (e *BodyError) Error() string {
 
 func (e *BodyError) Unwrap() error { return e.Err }
 
-// StallError is a response that sent no bytes for After: treated as a
-// dropped connection, retried and resumed.
+// StallError is an attempt that got fewer than MinRate bytes a second
+// over its last Window (no answer at all counts): treated as a dropped
+// connection, retried and resumed.
 type StallError struct {
-	URL   string
-	After time.Duration
+	URL     string
+	Got     int64 // bytes in the last Window
+	Window  time.Duration
+	MinRate int64 // bytes/s
 }
 
 func (e *StallError) Error() string {
-	return fmt.Sprintf("%s: no data for %s; the connection is treated as dropped", e.URL, e.After)
+	return fmt.Sprintf("%s: %d bytes in the last %s, under the minimum of %.1f kB/s; the connection is treated as dropped",
+		e.URL, e.Got, e.Window, float64(e.MinRate)/1e3)
 }
 
 // restartError ends an attempt whose partial file was discarded (a 416, a

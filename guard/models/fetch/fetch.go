@@ -37,8 +37,12 @@ type Request struct {
 	ProgressEvery time.Duration
 	Retries       int // per URL; 0 = 5, negative = none
 	Backoff       time.Duration
-	StallTimeout  time.Duration
-	OnRetry       func(url string, attempt int, err error)
+	// MinRate (bytes/s) and RateWindow are the stall rule: an attempt
+	// that got fewer than MinRate*RateWindow bytes in the last RateWindow
+	// (counted from the request on) is dropped and retried.
+	MinRate    int64
+	RateWindow time.Duration
+	OnRetry    func(url string, attempt int, err error)
 }
 
 // Result describes a finished download.
@@ -52,10 +56,11 @@ type Result struct {
 
 // Defaults for the zero fields of a Request.
 const (
-	DefaultRetries      = 5
-	DefaultBackoff      = time.Second
-	DefaultStallTimeout = 60 * time.Second
-	maxBackoff          = 2 * time.Minute
+	DefaultRetries    = 5
+	DefaultBackoff    = time.Second
+	DefaultMinRate    = 1024 // bytes/s
+	DefaultRateWindow = 30 * time.Second
+	maxBackoff        = 2 * time.Minute
 )
 
 // Fetch downloads the first URL that works into r.Dest. The caller must not
@@ -107,8 +112,11 @@ func withDefaults(r Request) Request {
 	if r.Backoff <= 0 {
 		r.Backoff = DefaultBackoff
 	}
-	if r.StallTimeout <= 0 {
-		r.StallTimeout = DefaultStallTimeout
+	if r.MinRate <= 0 {
+		r.MinRate = DefaultMinRate
+	}
+	if r.RateWindow <= 0 {
+		r.RateWindow = DefaultRateWindow
 	}
 	return r
 }

@@ -495,7 +495,7 @@ func TestStallResumes(t *testing.T) {
 	})
 	r := request(t, srv.URL)
 	r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
-	r.StallTimeout = 150 * time.Millisecond
+	r.RateWindow = 150 * time.Millisecond
 	var stalls atomic.Int32
 	r.OnRetry = func(u string, attempt int, err error) {
 		var se *fetch.StallError

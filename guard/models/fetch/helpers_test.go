@@ -71,10 +71,10 @@ func dropAfter(w http.ResponseWriter, data []byte, k int) {
 // request is a Request with test-sized timings.
 func request(t *testing.T, urls ...string) fetch.Request {
 	return fetch.Request{
-		URLs:         urls,
-		Dest:         filepath.Join(t.TempDir(), "m.gguf"),
-		Backoff:      time.Millisecond,
-		StallTimeout: 5 * time.Second,
+		URLs:       urls,
+		Dest:       filepath.Join(t.TempDir(), "m.gguf"),
+		Backoff:    time.Millisecond,
+		RateWindow: 5 * time.Second,
 	}
 }
 

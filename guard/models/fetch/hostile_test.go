@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
@@ -335,6 +336,47 @@ func TestResumeMessagesNameTheOffset(t *testing.T) {
 			}
 			if len(said) != 1 || !strings.Contains(said[0], tt.want) {
 				t.Fatalf("retry messages %q, want one saying %q", said, tt.want)
+			}
+		})
+	}
+}
+
+// The stall rule is a minimum byte rate over a window (curl's
+// --speed-limit/--speed-time): a trickle is as dead as silence, and a
+// server that accepts and never answers is dead from the request on.
+func TestSlowerThanMinimumRateStalls(t *testing.T) {
+	data := guardtest.GGUF(100_000)
+	for _, tt := range []struct {
+		name  string
+		serve func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"trickle", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			w.Write(data[:100])
+			for i := 100; i < len(data); i++ {
+				w.Write(data[i : i+1])
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(20 * time.Millisecond): // 50 bytes/s
+				}
+			}
+		}},
+		{"never answers", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { tt.serve(w, r) })
+			r := request(t, srv.URL)
+			r.Size, r.Retries = int64(len(data)), -1
+			r.MinRate, r.RateWindow = 1000, 200*time.Millisecond
+			// Only a bound so that the old rule fails instead of hanging.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := fetch.Fetch(ctx, r)
+			var se *fetch.StallError
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), "under the minimum of 1.0 kB/s") {
+				t.Fatalf("err = %v, want a *StallError", err)
 			}
 		})
 	}
