@@ -250,6 +250,15 @@ urls = [%q]`, badModelSize, srv.URL+path)))
 					t.Errorf("the model is not a regular file: %v %v", fi, err)
 				}
 			}},
+		{name: "one stale mirror of two", setup: func(t *testing.T, e *faultEnv) []string {
+			e.WriteManifest(badManifest(fmt.Sprintf("size = %d\nurls = [%q, %q]", badModelSize, srv.URL+"/short", srv.URL+"/norange")))
+			return []string{"llama-completion", "-m", filepath.Join(e.Home, "models", "m.gguf"), "-p", "hi", "-n", "4"}
+		}, status: 0, stdout: fmt.Sprintf("model bytes: %d\n", badModelSize),
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				if fs, _ := filepath.Glob(filepath.Join(e.StateDir, "failures", "*")); len(fs) != 0 {
+					t.Errorf("a failure was remembered although the second url served the model: %v", fs)
+				}
+			}},
 		{name: "range ignored", setup: func(t *testing.T, e *faultEnv) []string {
 			call := modelCall("/norange")(t, e)
 			// A partial from an earlier run: the server answers the resume

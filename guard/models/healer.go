@@ -227,12 +227,14 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	return nil
 }
 
-// remember reports whether a failure is worth remembering: one that cost a
-// download and would cost it again. A full disk (statfs or ENOSPC) is
-// cheap to find again and is fixed by the person, and a cancelled call
-// (Ctrl-C) or one that ran out of time says nothing about the model.
+// remember reports whether a failure is worth remembering: every url was
+// tried and failed, which cost downloads and would cost them again. A full
+// disk or a partial file guard cannot use is this machine's trouble, cheap
+// to find again and fixed by the person, and a cancelled call (Ctrl-C) or
+// one that ran out of time says nothing about the sources.
 func remember(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && !errors.Is(err, fetch.ErrNoSpace)
+	var all *fetch.SourcesError
+	return ctx.Err() == nil && errors.As(err, &all)
 }
 
 func (h *Healer) event(e heallog.Event) {

@@ -412,3 +412,32 @@ func TestDeadlineKeepsPartialAndIsNotRemembered(t *testing.T) {
 		t.Fatalf("err = %v, want a heal that timed out at [budget] heal", err)
 	}
 }
+
+// One bad mirror is not the end, and not a failure to remember: only a
+// heal for which every url failed is.
+func TestOneBadMirrorIsNotRemembered(t *testing.T) {
+	h, _, _ := healer(t)
+	data := guardtest.GGUF(100_000)
+	stale := serve(t, http.StatusOK, guardtest.GGUF(5000), 0)
+	good := serve(t, http.StatusOK, data, 0)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{stale.URL, good.URL}}
+	if err := h.Ensure(context.Background(), "t", m, path, false); err != nil {
+		t.Fatal(err)
+	}
+	if good.requests.Load() != 1 {
+		t.Fatalf("the good mirror got %d requests", good.requests.Load())
+	}
+	if _, _, ok := h.LastFailure(path); ok {
+		t.Fatal("a failure was remembered although a url served the file")
+	}
+
+	os.Remove(path)
+	m.URLs = []string{stale.URL, stale.URL + "/again"}
+	if err := h.Ensure(context.Background(), "t", m, path, false); err == nil {
+		t.Fatal("healed from two stale mirrors")
+	}
+	if _, reason, ok := h.LastFailure(path); !ok || !strings.Contains(reason, "every url failed") {
+		t.Fatalf("LastFailure = %q %v, want every url's failure remembered", reason, ok)
+	}
+}

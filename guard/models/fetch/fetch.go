@@ -7,8 +7,13 @@
 // sha256 match what was asked for is fsynced and renamed over DEST, so DEST
 // is never a half-written or wrong file. Error pages (HTML, JSON, Hugging
 // Face's "Entry not found", Git-LFS pointers) are refused on their first
-// bytes, and a source that serves another size or hash than the manifest's
-// is reported as the manifest problem it is, without retries.
+// bytes. A source that serves another size or hash than the manifest's is
+// not retried: the next url is tried (a stale mirror serving another
+// version is normal), and when every url fails the error names each.
+//
+// Nothing planted beside DEST is followed: the partial file and its
+// sidecar are opened with O_NOFOLLOW, and what guard cannot trust there is
+// removed, never written through or renamed into place.
 package fetch
 
 import (
@@ -88,15 +93,31 @@ func Fetch(ctx context.Context, r Request) (Result, error) {
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil || stopsAll(err) {
-			break
+			d.stopProgress(false)
+			return d.res, fmt.Errorf("download %s: %w", d.name, errors.Join(errs...))
 		}
 	}
 	d.stopProgress(false)
-	if len(errs) == 1 {
-		return d.res, fmt.Errorf("download %s: %w", d.name, errs[0])
-	}
-	return d.res, fmt.Errorf("download %s: every url failed:\n%w", d.name, errors.Join(errs...))
+	return d.res, &SourcesError{Name: d.name, Errs: errs}
 }
+
+// SourcesError is a download for which every url was tried and failed:
+// the only failure that says something about the sources (Fetch's other
+// errors are this machine's: the disk, the partial file, a cancelled or
+// timed-out context).
+type SourcesError struct {
+	Name string // the file's base name
+	Errs []error
+}
+
+func (e *SourcesError) Error() string {
+	if len(e.Errs) == 1 {
+		return fmt.Sprintf("download %s: %v", e.Name, e.Errs[0])
+	}
+	return fmt.Sprintf("download %s: every url failed:\n%v", e.Name, errors.Join(e.Errs...))
+}
+
+func (e *SourcesError) Unwrap() []error { return e.Errs }
 
 func withDefaults(r Request) Request {
 	if r.Client == nil {
@@ -121,11 +142,10 @@ func withDefaults(r Request) Request {
 	return r
 }
 
-// stopsAll reports errors that no other URL can fix.
+// stopsAll reports errors that no other URL can fix: this machine's.
 func stopsAll(err error) bool {
-	var m *MismatchError
 	var f *fatalError
-	return errors.As(err, &m) || errors.As(err, &f) || errors.Is(err, ErrNoSpace)
+	return errors.As(err, &f) || errors.Is(err, ErrNoSpace)
 }
 
 // fromURL tries one URL, with retries. An attempt that moved the download
@@ -188,7 +208,7 @@ func (d *download) retryWait(err error, failures int) (time.Duration, bool) {
 		sh *shortError
 	)
 	switch {
-	case stopsAll(err):
+	case stopsAll(err), errors.As(err, new(*MismatchError)):
 		return 0, false
 	case errors.As(err, &rs):
 		return 0, true

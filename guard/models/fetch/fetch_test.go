@@ -540,24 +540,49 @@ func TestWrongSHA256KeepsDest(t *testing.T) {
 	mustNotExist(t, r.Dest+".partial", r.Dest+".partial.meta")
 }
 
-func TestSizeMismatchStopsAtOnce(t *testing.T) {
-	data := guardtest.GGUF(1000)
-	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
-	mirror := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
-	r := request(t, srv.URL, mirror.URL)
+// A stale mirror serving another version is normal: a mismatch from one
+// url moves on to the next. When every url mismatches, each is named.
+func TestMismatchMovesToTheNextURL(t *testing.T) {
+	data := guardtest.GGUF(100_000)
+	other := guardtest.GGUF(1000)
+	tampered := append([]byte(nil), data...)
+	tampered[len(tampered)-1] ^= 1
+	for _, tt := range []struct {
+		name  string
+		stale []byte
+	}{
+		{"wrong size", other},
+		{"wrong bytes", tampered},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			stale := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, tt.stale) })
+			mirror := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
+			r := request(t, stale.URL, mirror.URL)
+			r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
+			res, err := fetch.Fetch(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustFile(t, r.Dest, data)
+			if res.URL != mirror.URL || stale.requests.Load() != 1 || mirror.requests.Load() != 1 {
+				t.Fatalf("served by %s after %d + %d requests", res.URL, stale.requests.Load(), mirror.requests.Load())
+			}
+		})
+	}
+
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, other) })
+	r := request(t, srv.URL+"/a", srv.URL+"/b")
 	r.Size = 484220320
 	_, err := fetch.Fetch(context.Background(), r)
 	var me *fetch.MismatchError
-	if !errors.As(err, &me) || me.What != "size" {
-		t.Fatalf("err = %v, want a size *MismatchError", err)
+	var se *fetch.SourcesError
+	if !errors.As(err, &me) || me.What != "size" || !errors.As(err, &se) || len(se.Errs) != 2 {
+		t.Fatalf("err = %v, want a *SourcesError of two size mismatches", err)
 	}
-	for _, want := range []string{"1000", "484220320", "guard manifest pin"} {
+	for _, want := range []string{"every url failed", "/a", "/b", "1000", "484220320", "guard manifest pin"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q lacks %q", err, want)
 		}
-	}
-	if srv.requests.Load() != 1 || mirror.requests.Load() != 0 {
-		t.Errorf("requests %d + %d, want 1 + 0", srv.requests.Load(), mirror.requests.Load())
 	}
 	mustNotExist(t, r.Dest, r.Dest+".partial")
 }

@@ -290,11 +290,15 @@ func (d *download) finish(src string) error {
 	// The header of the file as it will be, pinned or not: a resumed
 	// partial's first bytes never passed the check at the start of a body.
 	head := make([]byte, min(d.off, 64))
-	if n, err := d.f.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+	n, err := d.f.ReadAt(head, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return &fatalError{fmt.Errorf("read %s: %w", d.partial, err)}
-	} else if err := d.sniff(head[:n], src); err != nil {
-		d.removePartial()
-		return err
+	}
+	if bad := d.sniff(head[:n], src); bad != nil {
+		if err := d.discard(); err != nil {
+			return err
+		}
+		return bad
 	}
 	sum := d.p.sum()
 	if pin := strings.ToLower(strings.TrimSpace(d.r.SHA256)); pin != "" && sum != pin {
@@ -307,7 +311,11 @@ func (d *download) finish(src string) error {
 			}
 			return &restartError{reason: "the resumed file did not match its sha256; starting over"}
 		}
-		d.removePartial()
+		// Emptied, not kept: the next url starts over, and close
+		// removes an empty partial.
+		if err := d.discard(); err != nil {
+			return err
+		}
 		return &MismatchError{URL: src, What: "sha256", Want: pin, Got: sum}
 	}
 	if err := d.f.Close(); err != nil {
@@ -329,17 +337,6 @@ func (d *download) finish(src string) error {
 	}
 	d.sum = sum
 	return nil
-}
-
-func (d *download) removePartial() {
-	if d.f != nil {
-		d.f.Close()
-		d.f = nil
-	}
-	_ = os.Remove(d.partial)
-	_ = os.Remove(d.partial + ".meta")
-	d.p.reset()
-	d.off, d.old = 0, 0
 }
 
 // close releases the partial file (and its lock). An empty partial file is
