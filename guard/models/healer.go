@@ -75,47 +75,86 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 	defer cancel()
 
 	name := filepath.Base(path)
-	held, err := lock.Acquire(ctx, h.layout().Lock("model-"+state.PathKey(path)), func() {
+	held, err := lock.Acquire(ctx, h.layout().Lock("model-"+state.PathKey(resolved(path))), func() {
 		h.say("guard: another process is healing %s; waiting", name)
 		h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: path})
 	})
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return timedOut(ctx, name, start, limit, "waiting for another process's download", 0)
+			return timedOut(ctx, name, start, limit, errWaiting.Error(), 0)
 		}
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
 	defer held.Release()
 
-	// Another process may have healed it while we waited.
-	st := h.Check(m, path)
-	if st.Healthy() {
-		return nil
-	}
-	if !force {
-		if f, ok := h.failure(path, m); ok {
-			return fmt.Errorf("model %s could not be healed %s ago: %s; guard tries again after %s (run `guard heal %s` to retry now)",
-				name, time.Since(f.At).Round(time.Second), f.Reason, f.Until.Format("15:04:05"), m.File)
-		}
-	}
-	if st == verify.Stale {
-		st, err = h.verify(tool, m, path)
-		if err != nil {
-			return err
-		}
-		if st.Healthy() {
-			return nil
-		}
-	}
-	err = h.download(ctx, tool, m, path, st)
+	err = h.heal(ctx, tool, m, path, force)
 	if err != nil && ctx.Err() == context.DeadlineExceeded {
 		var kept int64
 		if fi, serr := os.Lstat(path + ".partial"); serr == nil && fi.Mode().IsRegular() {
 			kept = fi.Size()
 		}
-		return timedOut(ctx, name, start, limit, "downloading", kept)
+		doing := "downloading"
+		if errors.Is(err, errWaiting) {
+			doing = errWaiting.Error()
+		}
+		return timedOut(ctx, name, start, limit, doing, kept)
 	}
 	return err
+}
+
+// errWaiting marks a heal that ended while another process downloaded.
+var errWaiting = errors.New("waiting for another process's download")
+
+// heal runs under the model's lock. The lock is a file in guard's state
+// folder, which a cleaner may delete while a download runs; the partial
+// file's own lock is what two downloads of one file really meet at, so a
+// healer that finds another writing it waits there and checks again,
+// never failing because someone else is downloading.
+func (h *Healer) heal(ctx context.Context, tool string, m *manifest.Model, path string, force bool) error {
+	name := filepath.Base(path)
+	for {
+		// Another process may have healed it while we waited.
+		st := h.Check(m, path)
+		if st.Healthy() {
+			return nil
+		}
+		if !force {
+			if f, ok := h.failure(path, m); ok {
+				return fmt.Errorf("model %s could not be healed %s ago: %s; guard tries again after %s (run `guard heal %s` to retry now)",
+					name, time.Since(f.At).Round(time.Second), f.Reason, f.Until.Format("15:04:05"), m.File)
+			}
+		}
+		waited, err := fetch.WaitIdle(ctx, path, func() {
+			h.say("guard: another process is downloading %s; waiting", name)
+			h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: path + ".partial"})
+		})
+		if err != nil {
+			return fmt.Errorf("heal model %s: %w: %w", name, errWaiting, err)
+		}
+		if waited {
+			continue
+		}
+		if st == verify.Stale {
+			st, err = h.verify(tool, m, path)
+			if err != nil || st.Healthy() {
+				return err
+			}
+		}
+		err = h.download(ctx, tool, m, path, st)
+		if !errors.Is(err, fetch.ErrBusy) {
+			return err
+		}
+	}
+}
+
+// resolved is path with its folder's symlinks resolved: the same model
+// reached through a symlinked folder is one file, with one lock.
+func resolved(path string) string {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return path // the folder does not exist yet: nothing links to it
+	}
+	return filepath.Join(dir, filepath.Base(path))
 }
 
 // errHealLimit is the cause of a heal's context when [budget] heal ends it
@@ -204,6 +243,9 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 				Result: "retry", Attempt: attempt, Reason: err.Error()})
 		},
 	})
+	if errors.Is(err, fetch.ErrBusy) {
+		return err // not a failure: the caller waits for the other download
+	}
 	ev := heallog.Event{Event: "model.download", Tool: tool, Target: path, Bytes: res.Bytes,
 		DurationMS: time.Since(start).Milliseconds(), Attempt: res.Attempts, Result: "ok"}
 	if err != nil {

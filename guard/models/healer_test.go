@@ -441,3 +441,98 @@ func TestOneBadMirrorIsNotRemembered(t *testing.T) {
 		t.Fatalf("LastFailure = %q %v, want every url's failure remembered", reason, ok)
 	}
 }
+
+// The same model reached through two paths (a symlinked folder) is one
+// file: one lock, one download, and no caller fails because another is
+// writing it.
+func TestTwoPathsOneDownload(t *testing.T) {
+	h, _, _ := healer(t)
+	data := guardtest.GGUF(400_000)
+	srv := serve(t, http.StatusOK, data, 50*time.Millisecond)
+	dir := t.TempDir()
+	real, alias := filepath.Join(dir, "models"), filepath.Join(dir, "alias")
+	os.Mkdir(real, 0o755)
+	if err := os.Symlink(real, alias); err != nil {
+		t.Fatal(err)
+	}
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for i := range 10 {
+		path := filepath.Join([]string{real, alias}[i%2], "m.gguf")
+		wg.Go(func() { errs <- h.Ensure(context.Background(), "t", m, path, false) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := srv.requests.Load(); n != 1 {
+		t.Fatalf("%d downloads, want 1", n)
+	}
+	if fs, _ := filepath.Glob(filepath.Join(h.StateDir, "failures", "*")); len(fs) != 0 {
+		t.Fatalf("failures remembered: %v", fs)
+	}
+}
+
+// A lock file deleted while a download runs (a cleaner, a person) lets a
+// second healer in: it waits on the partial file's own lock instead of
+// failing, and nothing is remembered as a failure.
+func TestLockFileDeletedMidHeal(t *testing.T) {
+	h, ev, errOut := healer(t)
+	data := guardtest.GGUF(1 << 20)
+	srv := serve(t, http.StatusOK, data, 150*time.Millisecond)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{srv.URL}}
+	first := make(chan error, 1)
+	go func() { first <- h.Ensure(context.Background(), "first", m, path, false) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if fi, err := os.Stat(path + ".partial"); err == nil && fi.Size() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first download never wrote its partial file")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	locks, _ := filepath.Glob(filepath.Join(h.StateDir, "locks", "*"))
+	for _, l := range locks {
+		os.Remove(l)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for range 2 {
+		wg.Go(func() { errs <- h.Ensure(context.Background(), "later", m, path, false) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a later caller failed: %v", err)
+		}
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if !bytes.Equal(got, data) {
+		t.Fatal("the model is not the served file")
+	}
+	if n := srv.requests.Load(); n != 1 {
+		t.Errorf("%d downloads, want 1", n)
+	}
+	if _, _, ok := h.LastFailure(path); ok {
+		t.Error("someone else downloading was remembered as a failure")
+	}
+	for _, e := range ev.Named("model.download") {
+		if e.Result != "ok" {
+			t.Errorf("model.download %+v", e)
+		}
+	}
+	if !strings.Contains(errOut.String(), "another process is downloading m.gguf; waiting") {
+		t.Errorf("stderr %q", errOut.String())
+	}
+}

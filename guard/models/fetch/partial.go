@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -61,7 +63,14 @@ func openDownload(r Request) (*download, error) {
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("download %s: another download is writing %s", d.name, d.partial)
+		return nil, fmt.Errorf("download %s: %w (%s)", d.name, ErrBusy, d.partial)
+	}
+	// The writer that held the lock may have renamed this very file into
+	// place before letting go: then it is the finished model, not a
+	// partial to write to.
+	if cur, err := os.Lstat(d.partial); err != nil || !os.SameFile(cur, fi) {
+		f.Close()
+		return nil, fmt.Errorf("download %s: %w (%s)", d.name, ErrBusy, d.partial)
 	}
 	d.f = f
 	d.p = newPipe(buffers, bufSize)
@@ -318,11 +327,6 @@ func (d *download) finish(src string) error {
 		}
 		return &MismatchError{URL: src, What: "sha256", Want: pin, Got: sum}
 	}
-	if err := d.f.Close(); err != nil {
-		d.f = nil
-		return &fatalError{fmt.Errorf("close %s: %w", d.partial, err)}
-	}
-	d.f = nil
 	// Rename only the file written here: if the name now holds something
 	// else (a link planted while the download ran), nothing is renamed.
 	if cur, err := os.Lstat(d.partial); err != nil || !os.SameFile(cur, fi) {
@@ -331,12 +335,54 @@ func (d *download) finish(src string) error {
 	if err := os.Rename(d.partial, d.r.Dest); err != nil {
 		return &fatalError{fmt.Errorf("rename %s: %w", d.partial, err)}
 	}
+	// Closed (and unlocked) only after the rename, so a waiting download
+	// never takes the finished file for its partial. It was synced above:
+	// closing cannot lose its bytes.
+	_ = d.f.Close()
+	d.f = nil
 	_ = os.Remove(d.partial + ".meta")
 	if err := syncDir(filepath.Dir(d.r.Dest)); err != nil {
 		return &fatalError{err}
 	}
 	d.sum = sum
 	return nil
+}
+
+// ErrBusy is matched (errors.Is) by a Fetch that found another download
+// writing the same partial file. It says nothing about the sources; the
+// caller waits (WaitIdle) and checks the file again.
+var ErrBusy = errors.New("another download is writing this file")
+
+// WaitIdle waits until no download writes dest's partial file, or ctx
+// ends. onWait is called once if it has to wait at all; waited says it
+// did, so the caller checks dest again before downloading.
+func WaitIdle(ctx context.Context, dest string, onWait func()) (waited bool, err error) {
+	f, err := os.OpenFile(dest+".partial", os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false, nil // no partial (or none guard can use): nobody to wait for
+	}
+	defer f.Close()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		if err == nil {
+			_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+			return waited, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return waited, nil // no lock to wait on: let the download find out
+		}
+		if !waited && onWait != nil {
+			onWait()
+		}
+		waited = true
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // close releases the partial file (and its lock). An empty partial file is
