@@ -186,6 +186,9 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 			d.r.OnRetry(raw, d.res.Attempts, err)
 		}
 		if wait > 0 {
+			if d.rep != nil {
+				d.rep.Wait(fmt.Sprintf("retrying in %s", wait.Round(100*time.Millisecond)))
+			}
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
