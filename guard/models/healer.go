@@ -31,6 +31,11 @@ import (
 const (
 	DefaultHealTimeout    = 30 * time.Minute
 	DefaultFailureBackoff = 10 * time.Minute
+	// OfflineBackoff is how long a heal that failed because the machine
+	// seemed offline is remembered: long enough that a loop of calls does
+	// not ask DNS each time, short enough that the network coming back is
+	// noticed.
+	OfflineBackoff = time.Minute
 )
 
 // Healer checks and heals model files. Its zero durations take the
@@ -254,8 +259,12 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 			ev.Level, ev.Result, ev.Reason = "warn", "timeout", "timed out"
 		}
 		h.event(ev)
-		if remember(ctx, err) {
-			h.rememberFailure(path, m, err.Error())
+		if all, ok := remember(ctx, err); ok {
+			backoff := cmpDur(h.FailureBackoff, DefaultFailureBackoff)
+			if all.Offline() {
+				backoff = min(backoff, OfflineBackoff)
+			}
+			h.rememberFailure(path, m, err.Error(), backoff)
 		}
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
@@ -274,9 +283,9 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 // disk or a partial file guard cannot use is this machine's trouble, cheap
 // to find again and fixed by the person, and a cancelled call (Ctrl-C) or
 // one that ran out of time says nothing about the sources.
-func remember(ctx context.Context, err error) bool {
+func remember(ctx context.Context, err error) (*fetch.SourcesError, bool) {
 	var all *fetch.SourcesError
-	return ctx.Err() == nil && errors.As(err, &all)
+	return all, ctx.Err() == nil && errors.As(err, &all)
 }
 
 func (h *Healer) event(e heallog.Event) {

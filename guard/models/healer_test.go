@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -534,5 +535,31 @@ func TestLockFileDeletedMidHeal(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "another process is downloading m.gguf; waiting") {
 		t.Errorf("stderr %q", errOut.String())
+	}
+}
+
+// Offline, a heal fails at once with "offline?" and is remembered only
+// briefly: the network comes back by itself.
+func TestOfflineRememberedBriefly(t *testing.T) {
+	h, _, _ := healer(t)
+	var dials atomic.Int64
+	h.Client = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: "huggingface.co", IsNotFound: true}}
+		},
+	}}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: 1000, URLs: []string{"https://huggingface.co/a/resolve/main/m.gguf"}}
+	err := h.Ensure(context.Background(), "guard heal", m, path, true)
+	if err == nil || !strings.Contains(err.Error(), "offline?") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials, want 1", n)
+	}
+	until, _, ok := h.LastFailure(path)
+	if !ok || time.Until(until) > 2*time.Minute {
+		t.Fatalf("LastFailure until %s (ok %v), want a brief memory (FailureBackoff is an hour)", until, ok)
 	}
 }

@@ -71,6 +71,8 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 			return ctx.Err()
 		case errors.As(err, &re):
 			return re
+		case offline(err):
+			return &OfflineError{URL: u.Redacted(), Err: unwrapURLError(err)}
 		}
 		return stalled(&netError{fmt.Errorf("%s: %w", u.Redacted(), unwrapURLError(err))})
 	}

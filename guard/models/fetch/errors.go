@@ -3,9 +3,11 @@ package fetch
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -155,4 +157,22 @@ func (e *netError) Unwrap() error { return e.err }
 func isNetError(err error) bool {
 	var n *netError
 	return errors.As(err, &n)
+}
+
+// OfflineError is a url whose host could not be looked up or whose network
+// is unreachable: this machine is probably offline. It is tried once, not
+// retried: six tries a model would only make a person wait.
+type OfflineError struct {
+	URL string
+	Err error
+}
+
+func (e *OfflineError) Error() string { return fmt.Sprintf("%s: %v (offline?)", e.URL, e.Err) }
+func (e *OfflineError) Unwrap() error { return e.Err }
+
+// offline reports whether err says the network, not the server, failed: a
+// failed DNS lookup, or no route to the network or host.
+func offline(err error) bool {
+	var dns *net.DNSError
+	return errors.As(err, &dns) || errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH)
 }

@@ -119,6 +119,18 @@ func (e *SourcesError) Error() string {
 
 func (e *SourcesError) Unwrap() []error { return e.Errs }
 
+// Offline reports whether every url failed because this machine seems to
+// be offline.
+func (e *SourcesError) Offline() bool {
+	for _, err := range e.Errs {
+		var o *OfflineError
+		if !errors.As(err, &o) {
+			return false
+		}
+	}
+	return len(e.Errs) > 0
+}
+
 func withDefaults(r Request) Request {
 	if r.Client == nil {
 		r.Client = DefaultClient()

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -377,6 +379,42 @@ func TestSlowerThanMinimumRateStalls(t *testing.T) {
 			var se *fetch.StallError
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), "under the minimum of 1.0 kB/s") {
 				t.Fatalf("err = %v, want a *StallError", err)
+			}
+		})
+	}
+}
+
+// offlineClient fails every dial the way Go reports a lookup that found
+// no host, or a network that is not there, and counts the dials.
+func offlineClient(err error, dials *atomic.Int64) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		},
+	}}
+}
+
+// Offline (no DNS, no route) is one try per url, not six, and says so.
+func TestOfflineFailsFastAndOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+	}{
+		{"no such host", &net.DNSError{Err: "no such host", Name: "huggingface.co", IsNotFound: true}},
+		{"network unreachable", os.NewSyscallError("connect", syscall.ENETUNREACH)},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			var dials atomic.Int64
+			r := request(t, "https://huggingface.co/a/resolve/main/m.gguf", "https://mirror.example/m.gguf")
+			r.Client = offlineClient(tt.err, &dials)
+			_, err := fetch.Fetch(context.Background(), r)
+			var se *fetch.SourcesError
+			if !errors.As(err, &se) || !se.Offline() || !strings.Contains(err.Error(), "offline?") {
+				t.Fatalf("err = %v, want every url offline", err)
+			}
+			if n := dials.Load(); n != 2 {
+				t.Fatalf("%d dials, want one per url", n)
 			}
 		})
 	}
