@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/commands"
+	"github.com/sandbox-guard/guard/guard/models"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -293,10 +294,17 @@ var manifestCommand = &cli.Command{
 		},
 		{
 			Name:      "pin",
-			Usage:     "hash every model that passes size and header and write its sha256 into the user manifest",
-			UsageText: usage("guard manifest pin", "guard heal && guard manifest pin"),
+			Usage:     "hash every model that passes size and header and write its sha256 into the user manifest; a pinned model is verified, never re-pinned",
+			UsageText: usage("guard manifest pin [--force]", "guard heal && guard manifest pin"),
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "force", Usage: "pin each file as it is, even over a pin it does not match"},
+			},
 			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
-				return commands.Pin(e, e.Config().Stdout)
+				err := commands.Pin(e, e.Config().Stdout, ctx.Bool("force"))
+				if errors.As(err, new(*models.PinMismatchError)) {
+					return cli.Exit(err.Error(), 1) // unhealthy, not guard's own failure
+				}
+				return err
 			}),
 		},
 	},

@@ -2,14 +2,18 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/models"
+	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -98,25 +102,38 @@ func Heal(ctx context.Context, e *guard.Engine, out io.Writer, names []string) b
 
 // Pin is `guard manifest pin`: it hashes every model that passes size and
 // header and writes the sums into the user manifest, keeping its comments
-// and order. With no user manifest it prints the lines to paste.
-func Pin(e *guard.Engine, out io.Writer) error {
+// and order. With no user manifest it prints the lines to paste. A model
+// that already has a pin is verified against it, never re-pinned: a file
+// whose sum differs is reported (both sums) and makes Pin fail after the
+// others are written, unless force pins every file as it is.
+func Pin(e *guard.Engine, out io.Writer, force bool) error {
 	c := e.Config()
 	data, readErr := os.ReadFile(c.ManifestPath)
 	pinned := 0
+	var mismatches []error
 	for _, m := range c.M.Models {
 		path := c.M.ModelsPath(m.File)
 		st := e.Models().Check(m, path)
-		if st.Healthy() && m.SHA256 != "" {
+		if st == verify.OK && !force {
 			fmt.Fprintf(out, "%s: already pinned and verified\n", m.File)
 			continue
 		}
-		if !st.Hashable() {
+		if !st.Hashable() && st != verify.HashMismatch {
 			fmt.Fprintf(out, "%s: %s, not pinned (guard heal %s first)\n", m.File, st, m.File)
 			continue
 		}
-		sum, err := e.Models().Pin(m, path)
+		sum, err := e.Models().Pin(m, path, force)
+		var pm *models.PinMismatchError
+		if errors.As(err, &pm) {
+			mismatches = append(mismatches, err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("hash %s: %w", path, err)
+		}
+		if sum == strings.ToLower(m.SHA256) {
+			fmt.Fprintf(out, "%s: already pinned and verified\n", m.File)
+			continue
 		}
 		if readErr != nil {
 			fmt.Fprintf(out, "%s: sha256 = %q\n", m.File, sum)
@@ -132,17 +149,16 @@ func Pin(e *guard.Engine, out io.Writer) error {
 	}
 	if readErr != nil {
 		fmt.Fprintf(out, "no user manifest at %s: paste the lines above into its [[models]] entries (guard install writes one)\n", c.ManifestPath)
-		return nil
+		return errors.Join(mismatches...)
 	}
-	if pinned == 0 {
-		return nil
+	if pinned > 0 {
+		if _, err := manifest.Parse(c.ManifestPath, data, c.Home); err != nil {
+			return fmt.Errorf("pinned manifest does not validate, left unchanged: %w", err)
+		}
+		if err := state.WriteAtomic(c.ManifestPath, data, 0o644); err != nil {
+			return fmt.Errorf("write manifest: %w", err)
+		}
+		fmt.Fprintf(out, "pinned %d models in %s\n", pinned, c.ManifestPath)
 	}
-	if _, err := manifest.Parse(c.ManifestPath, data, c.Home); err != nil {
-		return fmt.Errorf("pinned manifest does not validate, left unchanged: %w", err)
-	}
-	if err := state.WriteAtomic(c.ManifestPath, data, 0o644); err != nil {
-		return fmt.Errorf("write manifest: %w", err)
-	}
-	fmt.Fprintf(out, "pinned %d models in %s\n", pinned, c.ManifestPath)
-	return nil
+	return errors.Join(mismatches...)
 }

@@ -350,7 +350,7 @@ func TestPinHashesAndStamps(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	os.WriteFile(path, data, 0o644)
 	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: strings.Repeat("0", 64)}
-	got, err := h.Pin(m, path)
+	got, err := h.Pin(m, path, true)
 	if err != nil || got != guardtest.Sum(data) {
 		t.Fatalf("Pin = %q, %v; want %s", got, err, guardtest.Sum(data))
 	}
@@ -362,10 +362,10 @@ func TestPinHashesAndStamps(t *testing.T) {
 	if len(ev.All()) != 0 {
 		t.Fatalf("events %+v, want none: pinning is not a heal", ev.All())
 	}
-	if _, err := h.Pin(&manifest.Model{File: "m.gguf", Size: int64(len(data)) + 1}, path); err == nil || !strings.Contains(err.Error(), "truncated") {
+	if _, err := h.Pin(&manifest.Model{File: "m.gguf", Size: int64(len(data)) + 1}, path, false); err == nil || !strings.Contains(err.Error(), "truncated") {
 		t.Fatalf("Pin of a file of the wrong size = %v, want a truncated error", err)
 	}
-	if _, err := h.Pin(m, filepath.Join(t.TempDir(), "absent.gguf")); err == nil || !strings.Contains(err.Error(), "missing") {
+	if _, err := h.Pin(m, filepath.Join(t.TempDir(), "absent.gguf"), false); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("Pin of a missing file = %v, want a missing error", err)
 	}
 }
@@ -561,5 +561,46 @@ func TestOfflineRememberedBriefly(t *testing.T) {
 	until, _, ok := h.LastFailure(path)
 	if !ok || time.Until(until) > 2*time.Minute {
 		t.Fatalf("LastFailure until %s (ok %v), want a brief memory (FailureBackoff is an hour)", until, ok)
+	}
+}
+
+// A model that has a pin keeps it: the file is verified against the pin,
+// and a file whose bytes changed (size and mtime kept, as `touch -r`
+// does) is an error naming both sums, never a new pin, unless forced.
+func TestPinNeverOverwritesAPin(t *testing.T) {
+	h, _, _ := healer(t)
+	data := guardtest.GGUF(70_000)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	os.WriteFile(path, data, 0o644)
+	pin := guardtest.Sum(data)
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: pin}
+
+	// Stale (the state folder was evicted): verified, the pin kept.
+	if got, err := h.Pin(m, path, false); err != nil || got != pin {
+		t.Fatalf("Pin of a good pinned file = %q, %v", got, err)
+	}
+
+	fi, _ := os.Stat(path)
+	tampered := append([]byte(nil), data...)
+	tampered[5000] ^= 0xff
+	os.WriteFile(path, tampered, 0o644)
+	os.Chtimes(path, fi.ModTime(), fi.ModTime())
+	got, err := h.Pin(m, path, false)
+	var pm *models.PinMismatchError
+	if !errors.As(err, &pm) || got != "" {
+		t.Fatalf("Pin of a tampered file = %q, %v; want a *PinMismatchError", got, err)
+	}
+	for _, want := range []string{pin, guardtest.Sum(tampered), "--force", "guard heal m.gguf"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q lacks %q", err, want)
+		}
+	}
+	if st := h.Check(m, path); st != verify.HashMismatch {
+		t.Fatalf("Check after a refused pin = %s, want hash-mismatch", st)
+	}
+
+	// Forced: the file as it is.
+	if got, err := h.Pin(m, path, true); err != nil || got != guardtest.Sum(tampered) {
+		t.Fatalf("forced Pin = %q, %v", got, err)
 	}
 }
