@@ -271,7 +271,11 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	ev.Reason = "from " + res.URL
 	h.event(ev)
 	h.forgetFailure(path)
-	if err := verify.WriteStamp(h.stampDir(), path, res.SHA256); err != nil {
+	by := ""
+	if m.SHA256 != "" {
+		by = "manifest"
+	}
+	if err := verify.WriteStamp(h.stampDir(), path, res.SHA256, by); err != nil {
 		// The file is good; without a stamp the next call hashes it once.
 		h.say("guard: %v", err)
 	}

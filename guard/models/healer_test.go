@@ -604,3 +604,36 @@ func TestPinNeverOverwritesAPin(t *testing.T) {
 		t.Fatalf("forced Pin = %q, %v", got, err)
 	}
 }
+
+// Seen tells status a model that was never here from one evicted since:
+// the stamp a download writes is a small file in the state folder and
+// outlives the model.
+func TestSeenSurvivesEviction(t *testing.T) {
+	h, _, _ := healer(t)
+	data := guardtest.GGUF(100_000)
+	srv := serve(t, http.StatusOK, data, 0)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
+	if s := h.Seen(m, path); s.Ever || s.Size != 0 {
+		t.Fatalf("Seen before any download = %+v", s)
+	}
+	os.WriteFile(path+".partial", data[:30_000], 0o644)
+	if s := h.Seen(m, path); s.Ever || s.Partial != 30_000 {
+		t.Fatalf("Seen with a partial = %+v, want 30000 bytes to resume", s)
+	}
+	if err := h.Ensure(context.Background(), "t", m, path, false); err != nil {
+		t.Fatal(err)
+	}
+	s := h.Seen(m, path)
+	if !s.Ever || s.Size != int64(len(data)) || time.Since(s.At) > time.Minute || s.DeclaredBy != "manifest" || s.Partial != 0 {
+		t.Fatalf("Seen after the download = %+v", s)
+	}
+	os.Remove(path) // evicted
+	if s := h.Seen(m, path); !s.Ever || s.Size != int64(len(data)) {
+		t.Fatalf("Seen after eviction = %+v, want the record", s)
+	}
+	if st := h.Check(m, path); st != verify.Missing {
+		t.Fatalf("Check = %s", st)
+	}
+}

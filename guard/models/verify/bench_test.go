@@ -33,7 +33,7 @@ func BenchmarkQuick(b *testing.B) {
 			f.Close()
 			stamps := filepath.Join(dir, "stamps")
 			const pin = "0000000000000000000000000000000000000000000000000000000000000000"
-			if err := verify.WriteStamp(stamps, path, pin); err != nil {
+			if err := verify.WriteStamp(stamps, path, pin, "manifest"); err != nil {
 				b.Fatal(err)
 			}
 			spec := verify.Spec{Path: path, Size: size.n, SHA256: pin}
