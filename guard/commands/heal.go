@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/models"
+	"github.com/sandbox-guard/guard/guard/models/fetch"
 	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
@@ -105,34 +106,33 @@ func Heal(ctx context.Context, e *guard.Engine, out io.Writer, names []string) b
 // and order. With no user manifest it prints the lines to paste. A model
 // that already has a pin is verified against it, never re-pinned: a file
 // whose sum differs is reported (both sums) and makes Pin fail after the
-// others are written, unless force pins every file as it is.
-func Pin(e *guard.Engine, out io.Writer, force bool) error {
+// others are written, unless force pins every file as it is. remote takes
+// each sum from what the model's urls declare (X-Linked-Etag), without
+// downloading or hashing anything.
+func Pin(ctx context.Context, e *guard.Engine, out io.Writer, force, remote bool) error {
 	c := e.Config()
 	data, readErr := os.ReadFile(c.ManifestPath)
 	pinned := 0
 	var mismatches []error
 	for _, m := range c.M.Models {
-		path := c.M.ModelsPath(m.File)
-		st := e.Models().Check(m, path)
-		if st == verify.OK && !force {
-			fmt.Fprintf(out, "%s: already pinned and verified\n", m.File)
-			continue
+		var sum, from string
+		var err error
+		if remote {
+			sum, from, err = pinRemote(ctx, e, m, force)
+		} else {
+			sum, err = pinLocal(e, out, m, force)
 		}
-		if !st.Hashable() && st != verify.HashMismatch {
-			fmt.Fprintf(out, "%s: %s, not pinned (guard heal %s first)\n", m.File, st, m.File)
-			continue
-		}
-		sum, err := e.Models().Pin(m, path, force)
 		var pm *models.PinMismatchError
-		if errors.As(err, &pm) {
+		switch {
+		case errors.As(err, &pm), remote && err != nil:
 			mismatches = append(mismatches, err)
 			continue
-		}
-		if err != nil {
-			return fmt.Errorf("hash %s: %w", path, err)
-		}
-		if sum == strings.ToLower(m.SHA256) {
-			fmt.Fprintf(out, "%s: already pinned and verified\n", m.File)
+		case err != nil:
+			return err
+		case sum == "":
+			continue // said why already
+		case sum == strings.ToLower(m.SHA256):
+			fmt.Fprintf(out, "%s: already pinned and verified%s\n", m.File, from)
 			continue
 		}
 		if readErr != nil {
@@ -145,11 +145,11 @@ func Pin(e *guard.Engine, out io.Writer, force bool) error {
 		}
 		data = next
 		pinned++
-		fmt.Fprintf(out, "%s: sha256 = %s\n", m.File, sum)
+		fmt.Fprintf(out, "%s: sha256 = %s%s\n", m.File, sum, from)
 	}
 	if readErr != nil {
 		fmt.Fprintf(out, "no user manifest at %s: paste the lines above into its [[models]] entries (guard install writes one)\n", c.ManifestPath)
-		return errors.Join(mismatches...)
+		return unpinned(mismatches)
 	}
 	if pinned > 0 {
 		if _, err := manifest.Parse(c.ManifestPath, data, c.Home); err != nil {
@@ -160,5 +160,55 @@ func Pin(e *guard.Engine, out io.Writer, force bool) error {
 		}
 		fmt.Fprintf(out, "pinned %d models in %s\n", pinned, c.ManifestPath)
 	}
-	return errors.Join(mismatches...)
+	return unpinned(mismatches)
+}
+
+// UnpinnedError is the models `guard manifest pin` could not pin (a file
+// or a declaration that contradicts the pin, no declared sum): something
+// to fix, not guard's own failure.
+type UnpinnedError struct{ Errs []error }
+
+func (e *UnpinnedError) Error() string   { return errors.Join(e.Errs...).Error() }
+func (e *UnpinnedError) Unwrap() []error { return e.Errs }
+
+func unpinned(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return &UnpinnedError{errs}
+}
+
+// pinLocal hashes the model file on disk: the sum to pin, or "" when the
+// file cannot be pinned (said on out).
+func pinLocal(e *guard.Engine, out io.Writer, m *manifest.Model, force bool) (string, error) {
+	path := e.Config().M.ModelsPath(m.File)
+	st := e.Models().Check(m, path)
+	if st == verify.OK && !force {
+		return strings.ToLower(m.SHA256), nil
+	}
+	if !st.Hashable() && st != verify.HashMismatch {
+		fmt.Fprintf(out, "%s: %s, not pinned (guard heal %s first)\n", m.File, st, m.File)
+		return "", nil
+	}
+	sum, err := e.Models().Pin(m, path, force)
+	var pm *models.PinMismatchError
+	if err != nil && !errors.As(err, &pm) {
+		return "", fmt.Errorf("hash %s: %w", path, err)
+	}
+	return sum, err
+}
+
+// pinRemote asks the model's urls what sha256 they declare. A pin the
+// declaration contradicts is kept unless force. from says who declared it,
+// for the line printed.
+func pinRemote(ctx context.Context, e *guard.Engine, m *manifest.Model, force bool) (sum, from string, err error) {
+	d, err := e.Models().Declared(ctx, m)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %w", m.File, err)
+	}
+	from = " (declared by " + d.URL + ")"
+	if pin := strings.ToLower(m.SHA256); pin != "" && pin != d.SHA256 && !force {
+		return "", "", &fetch.MismatchError{URL: d.URL, What: "sha256", Want: pin, Got: d.SHA256, Declared: "X-Linked-Etag"}
+	}
+	return d.SHA256, from, nil
 }

@@ -271,7 +271,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	ev.Reason = "from " + res.URL
 	h.event(ev)
 	h.forgetFailure(path)
-	by := ""
+	by := res.DeclaredBy // the url whose X-Linked-Etag it matched, if any
 	if m.SHA256 != "" {
 		by = "manifest"
 	}

@@ -33,6 +33,10 @@ type server struct {
 func serve(t *testing.T, status int, data []byte, slow time.Duration) *server {
 	s := &server{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusMethodNotAllowed) // declares nothing
+			return
+		}
 		s.requests.Add(1)
 		if status != http.StatusOK {
 			w.WriteHeader(status)
@@ -379,6 +383,10 @@ func TestDeadlineKeepsPartialAndIsNotRemembered(t *testing.T) {
 	data := guardtest.GGUF(1 << 20)
 	srv := serve(t, http.StatusOK, data, 0)
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 		w.Write(data[:600_000]) // past the first flush to disk
 		w.(http.Flusher).Flush()
@@ -635,5 +643,52 @@ func TestSeenSurvivesEviction(t *testing.T) {
 	}
 	if st := h.Check(m, path); st != verify.Missing {
 		t.Fatalf("Check = %s", st)
+	}
+}
+
+// hub answers like huggingface.co/<repo>/resolve/<rev>/<file>: a 302 to
+// its CDN carrying X-Linked-Size and X-Linked-Etag, for HEAD and GET.
+func hub(t *testing.T, data []byte, sum string) *server {
+	s := &server{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/cdn/") {
+			if r.Method == http.MethodGet {
+				s.requests.Add(1)
+			}
+			http.ServeContent(w, r, "m.gguf", time.Time{}, bytes.NewReader(data))
+			return
+		}
+		w.Header().Set("X-Linked-Size", strconv.Itoa(len(data)))
+		w.Header().Set("X-Linked-Etag", `"`+sum+`"`)
+		http.Redirect(w, r, "/cdn/m.gguf", http.StatusFound)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// With no pin, a model from a server that declares its sha256 is verified
+// against it while downloading and counts as ok, saying who declared it.
+func TestDeclaredHashMakesItOK(t *testing.T) {
+	h, _, _ := healer(t)
+	data := guardtest.GGUF(100_000)
+	srv := hub(t, data, guardtest.Sum(data))
+	src := srv.URL + "/org/m/resolve/main/m.gguf"
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{src}}
+	if err := h.Ensure(context.Background(), "t", m, path, false); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.Check(m, path); st != verify.OK {
+		t.Fatalf("Check = %s, want ok", st)
+	}
+	if s := h.Seen(m, path); s.DeclaredBy != src {
+		t.Fatalf("Seen = %+v, want declared by %s", s, src)
+	}
+	d, err := h.Declared(context.Background(), m)
+	if err != nil || d.SHA256 != guardtest.Sum(data) || d.URL != src {
+		t.Fatalf("Declared = %+v, %v", d, err)
+	}
+	if srv.requests.Load() != 1 {
+		t.Fatalf("%d downloads, want 1 (Declared downloads nothing)", srv.requests.Load())
 	}
 }

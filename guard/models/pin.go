@@ -1,9 +1,12 @@
 package models
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
+	"github.com/sandbox-guard/guard/guard/models/fetch"
 	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -42,4 +45,26 @@ type PinMismatchError struct {
 func (e *PinMismatchError) Error() string {
 	return fmt.Sprintf("%s: the file's sha256 is %s, but the manifest pins %s: the file changed or is another version; `guard heal %s` brings back the pinned file, or `guard manifest pin --force` pins the file as it is",
 		e.File, e.Got, e.Pinned, e.File)
+}
+
+// Declared asks m's urls, in order, what they declare (a HEAD each, no
+// download) and returns the first declaration of a sha256, for `guard
+// manifest pin --remote`. A declared size other than m's is a
+// *fetch.MismatchError naming both; no url declaring a sha256 is an error
+// saying what to do instead.
+func (h *Healer) Declared(ctx context.Context, m *manifest.Model) (fetch.Declared, error) {
+	var errs []error
+	for _, u := range m.URLs {
+		d, err := fetch.Declare(ctx, h.Client, u, h.Token)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case d.Size > 0 && m.Size > 0 && d.Size != m.Size:
+			return d, &fetch.MismatchError{URL: d.URL, What: "size", Want: fmt.Sprint(m.Size), Got: fmt.Sprint(d.Size), Declared: "X-Linked-Size"}
+		case d.SHA256 != "":
+			return d, nil
+		}
+	}
+	err := fmt.Errorf("no url of %s declares its sha256 (X-Linked-Etag); download it (`guard heal %s`), then `guard manifest pin` hashes it", m.File, m.File)
+	return fetch.Declared{}, errors.Join(append([]error{err}, errs...)...)
 }

@@ -57,6 +57,9 @@ type Result struct {
 	Resumed  bool   // a partial file was continued
 	SHA256   string
 	Attempts int
+	// DeclaredBy is the url whose declared sha256 (X-Linked-Etag) the
+	// file was checked against, when the request gave none; "" otherwise.
+	DeclaredBy string
 }
 
 // Defaults for the zero fields of a Request.
@@ -88,6 +91,7 @@ func Fetch(ctx context.Context, r Request) (Result, error) {
 		if err == nil {
 			d.res.URL = raw
 			d.res.SHA256 = d.sum
+			d.res.DeclaredBy = d.wantFrom
 			d.stopProgress(true)
 			return d.res, nil
 		}
@@ -167,6 +171,9 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("parse url %q: %w", raw, err)
+	}
+	if err := d.declared(ctx, raw); err != nil {
+		return err
 	}
 	failures := 0
 	for {

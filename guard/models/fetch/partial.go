@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -40,9 +39,13 @@ type download struct {
 	off     int64 // bytes in the partial file
 	old     int64 // of those, bytes that came from an earlier run
 	meta    meta
-	sum     string
-	res     Result
-	rep     *progress.Reporter
+	want    string // the sha256 this url's file must have; "" = none
+	// wantFrom is the url that declared want (X-Linked-Etag); "" when
+	// want is the request's own.
+	wantFrom string
+	sum      string
+	res      Result
+	rep      *progress.Reporter
 }
 
 // meta is the sidecar that lets a later run resume safely.
@@ -310,7 +313,7 @@ func (d *download) finish(src string) error {
 		return bad
 	}
 	sum := d.p.sum()
-	if pin := strings.ToLower(strings.TrimSpace(d.r.SHA256)); pin != "" && sum != pin {
+	if pin := d.want; pin != "" && sum != pin {
 		if d.old > 0 {
 			// The bytes from an earlier run may come from another
 			// version of the file: start over once before blaming
@@ -325,7 +328,7 @@ func (d *download) finish(src string) error {
 		if err := d.discard(); err != nil {
 			return err
 		}
-		return &MismatchError{URL: src, What: "sha256", Want: pin, Got: sum}
+		return &MismatchError{URL: src, What: "sha256", Want: pin, Got: sum, WantFrom: d.wantFrom}
 	}
 	// Rename only the file written here: if the name now holds something
 	// else (a link planted while the download ran), nothing is renamed.
