@@ -146,6 +146,8 @@ func badServer(t *testing.T, model []byte) *httptest.Server {
 		case "/tohttp":
 			// Off this machine over plain http (TEST-NET-1: never reached).
 			http.Redirect(w, r, "http://192.0.2.1/m.gguf", http.StatusFound)
+		case "/silent":
+			<-r.Context().Done() // accepts, never answers
 		case "/loop":
 			http.Redirect(w, r, "/loop", http.StatusFound)
 		case "/short":
@@ -248,6 +250,16 @@ urls = [%q]`, badModelSize, srv.URL+path)))
 				}
 				if fi, err := os.Lstat(filepath.Join(e.Home, "models", "m.gguf")); err != nil || !fi.Mode().IsRegular() {
 					t.Errorf("the model is not a regular file: %v %v", fi, err)
+				}
+			}},
+		{name: "server never answers", setup: modelCall("/silent"), status: 127,
+			stderr: `heal model m\.gguf: timed out after 2(\.\d)?s downloading \(\[budget\] heal = 2s\)`,
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				if strings.Contains(r.Stderr, "deadline exceeded") {
+					t.Error(`the message says "deadline exceeded", not "timed out"`)
+				}
+				if fs, _ := filepath.Glob(filepath.Join(e.StateDir, "failures", "*")); len(fs) != 0 {
+					t.Errorf("running out of time was remembered as a failure: %v", fs)
 				}
 			}},
 		{name: "one stale mirror of two", setup: func(t *testing.T, e *faultEnv) []string {
