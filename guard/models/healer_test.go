@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +57,24 @@ func serve(t *testing.T, status int, data []byte, slow time.Duration) *server {
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// ensureAll heals m at each of paths at once, as many agent calls would,
+// and fails the test for each caller that fails.
+func ensureAll(t *testing.T, h *models.Healer, m *manifest.Model, paths ...string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(paths))
+	for _, path := range paths {
+		wg.Go(func() { errs <- h.Ensure(context.Background(), "t", m, path, false) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 func healer(t *testing.T) (*models.Healer, *guardtest.Recorder, *guardtest.Buffer) {
@@ -169,18 +188,7 @@ func TestTwentyCallersOneDownload(t *testing.T) {
 	srv := serve(t, http.StatusOK, data, 50*time.Millisecond)
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
-	var wg sync.WaitGroup
-	errs := make(chan error, 20)
-	for range 20 {
-		wg.Go(func() { errs <- h.Ensure(context.Background(), "t", m, path, false) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	ensureAll(t, h, m, slices.Repeat([]string{path}, 20)...)
 	if n := srv.requests.Load(); n != 1 {
 		t.Fatalf("%d downloads, want 1", n)
 	}
@@ -465,19 +473,7 @@ func TestTwoPathsOneDownload(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
-	var wg sync.WaitGroup
-	errs := make(chan error, 10)
-	for i := range 10 {
-		path := filepath.Join([]string{real, alias}[i%2], "m.gguf")
-		wg.Go(func() { errs <- h.Ensure(context.Background(), "t", m, path, false) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	ensureAll(t, h, m, slices.Repeat([]string{filepath.Join(real, "m.gguf"), filepath.Join(alias, "m.gguf")}, 5)...)
 	if n := srv.requests.Load(); n != 1 {
 		t.Fatalf("%d downloads, want 1", n)
 	}
@@ -511,18 +507,7 @@ func TestLockFileDeletedMidHeal(t *testing.T) {
 	for _, l := range locks {
 		os.Remove(l)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for range 2 {
-		wg.Go(func() { errs <- h.Ensure(context.Background(), "later", m, path, false) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Errorf("a later caller failed: %v", err)
-		}
-	}
+	ensureAll(t, h, m, path, path)
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
