@@ -58,7 +58,7 @@ func (e *MismatchError) Error() string {
 		return fmt.Sprintf("%s serves a file whose %s is %s, but it declared %s (X-Linked-Etag): the file it serves is not the one it names; try again later, or use another url",
 			e.URL, e.What, e.Got, e.Want)
 	}
-	verb, got, fix := "serves", e.Got, ""
+	verb, got := "serves", e.Got
 	if e.Declared != "" {
 		verb, got = "declares", e.Got+" ("+e.Declared+")"
 	}
@@ -69,6 +69,7 @@ func (e *MismatchError) Error() string {
 	// The file is not kept (a wrong file never stays under the model's
 	// name), so `guard manifest pin` alone has nothing to hash: say which
 	// line to change first.
+	var fix string
 	switch _, err := strconv.ParseInt(e.Got, 10, 64); {
 	case e.What == "size" && err == nil && e.Declared != "":
 		fix = fmt.Sprintf("set size = %s in the manifest, then `guard manifest pin --remote` records its sha256", e.Got)
