@@ -42,7 +42,7 @@ func TestDefaultManifest(t *testing.T) {
 		tps             float64
 		fallback        string
 	}{
-		{"Qwen2.5-0.5B-Instruct-Q5_K_M.gguf", "fast", "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF/resolve/main/qwen2.5-0.5b-instruct-q5_k_m.gguf", 420086080, 30 * time.Second, 20, "q3"},
+		{"Qwen2.5-0.5B-Instruct-Q5_K_M.gguf", "fast", "https://huggingface.co/second-state/Qwen2.5-0.5B-Instruct-GGUF/resolve/main/Qwen2.5-0.5B-Instruct-Q5_K_M.gguf", 420086080, 30 * time.Second, 20, "q3"},
 		{"Qwen3-0.6B-Q4_K_M.gguf", "q3", "https://huggingface.co/bartowski/Qwen_Qwen3-0.6B-GGUF/resolve/main/Qwen_Qwen3-0.6B-Q4_K_M.gguf", 484220320, 30 * time.Second, 20, ""},
 		{"DeepSeek-R1-Distill-Qwen-1.5B-Q4_K_M.gguf", "r1", "https://huggingface.co/bartowski/DeepSeek-R1-Distill-Qwen-1.5B-GGUF/resolve/main/DeepSeek-R1-Distill-Qwen-1.5B-Q4_K_M.gguf", 1117320800, 45 * time.Second, 10, "q3"},
 		{"Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf", "code", "https://huggingface.co/bartowski/Qwen2.5-Coder-0.5B-Instruct-GGUF/resolve/main/Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf", 397808288, 30 * time.Second, 20, "q3"},
@@ -108,7 +108,7 @@ func TestDefaultManifest(t *testing.T) {
 
 func TestDefaultManifestCommentsPinning(t *testing.T) {
 	text := string(manifest.DefaultTOML())
-	if n := strings.Count(text, "# Sizes are the seed's; sha256 is filled by `guard manifest pin`."); n != 4 {
+	if n := strings.Count(text, "# No sha256: checked against the one the Hub declares; `guard manifest pin --remote` writes it.\n[[models]]"); n != 4 {
 		t.Errorf("%d pin comments, want one above each model", n)
 	}
 	if strings.Contains(text, "LLAMA_NATIVE") {

@@ -305,10 +305,18 @@ var manifestCommand = &cli.Command{
 		},
 		{
 			Name:      "pin",
-			Usage:     "hash every model that passes size and header and write its sha256 into the user manifest",
-			UsageText: usage("guard manifest pin", "guard heal && guard manifest pin"),
+			Usage:     "hash every model that passes size and header and write its sha256 into the user manifest; a pinned model is verified, never re-pinned",
+			UsageText: usage("guard manifest pin [--force] [--remote]", "guard heal && guard manifest pin"),
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "force", Usage: "pin each file as it is, even over a pin it does not match"},
+				&cli.BoolFlag{Name: "remote", Usage: "take each sha256 from what the model's urls declare (Hugging Face's X-Linked-Etag), downloading nothing"},
+			},
 			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
-				return commands.Pin(e, e.Config().Stdout)
+				err := commands.Pin(ctx.Context, e, e.Config().Stdout, ctx.Bool("force"), ctx.Bool("remote"))
+				if errors.As(err, new(*commands.UnpinnedError)) {
+					return cli.Exit(err.Error(), 1) // a model to fix, not guard's own failure
+				}
+				return err
 			}),
 		},
 	},

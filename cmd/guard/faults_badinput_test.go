@@ -151,6 +151,13 @@ func badServer(t *testing.T, model []byte) *httptest.Server {
 			// Ignores Range: always the whole file with a 200.
 			w.Header().Set("Content-Length", strconv.Itoa(len(model)))
 			w.Write(model)
+		case "/tohttp":
+			// Off this machine over plain http (TEST-NET-1: never reached).
+			http.Redirect(w, r, "http://192.0.2.1/m.gguf", http.StatusFound)
+		case "/silent":
+			<-r.Context().Done() // accepts, never answers
+		case "/loop":
+			http.Redirect(w, r, "/loop", http.StatusFound)
 		case "/short":
 			// Another, smaller file, announced as such.
 			w.Header().Set("Content-Length", strconv.Itoa(len(model)/2))
@@ -226,6 +233,52 @@ urls = [%q]`, badModelSize, srv.URL+path)))
 			}},
 		{name: "wrong size served", setup: modelCall("/short"), status: 127,
 			stderr: `serves a file whose size is \d+, but the manifest says 65536`},
+		{name: "redirect to plain http", setup: modelCall("/tohttp"), status: 127,
+			stderr: `/tohttp: refused a redirect to plain http http://192\.0\.2\.1/m\.gguf`},
+		{name: "redirect loop", setup: modelCall("/loop"), status: 127,
+			stderr: `/loop: refused a redirect loop`,
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				if n := strings.Count(r.Stderr, "trying again"); n != 0 {
+					t.Errorf("a redirect loop was retried %d times", n)
+				}
+			}},
+		{name: "symlink planted at the partial", setup: func(t *testing.T, e *faultEnv) []string {
+			call := modelCall("/norange")(t, e)
+			victim := filepath.Join(e.Dir, "victim")
+			os.WriteFile(victim, []byte("keep me\n"), 0o644)
+			os.MkdirAll(filepath.Join(e.Home, "models"), 0o755)
+			os.Symlink(victim, filepath.Join(e.Home, "models", "m.gguf.partial"))
+			os.Symlink(victim, filepath.Join(e.Home, "models", "m.gguf.partial.meta"))
+			return call
+		}, status: 0, stdout: fmt.Sprintf("model bytes: %d\n", badModelSize),
+			stderr: `guard: removed .*/m\.gguf\.partial: it was a symlink`,
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				if b, _ := os.ReadFile(filepath.Join(e.Dir, "victim")); string(b) != "keep me\n" {
+					t.Errorf("the planted link was followed: victim now %d bytes", len(b))
+				}
+				if fi, err := os.Lstat(filepath.Join(e.Home, "models", "m.gguf")); err != nil || !fi.Mode().IsRegular() {
+					t.Errorf("the model is not a regular file: %v %v", fi, err)
+				}
+			}},
+		{name: "server never answers", setup: modelCall("/silent"), status: 127,
+			stderr: `heal model m\.gguf: timed out after 2(\.\d)?s downloading \(\[budget\] heal = 2s\)`,
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				if strings.Contains(r.Stderr, "deadline exceeded") {
+					t.Error(`the message says "deadline exceeded", not "timed out"`)
+				}
+				if fs, _ := filepath.Glob(filepath.Join(e.StateDir, "failures", "*")); len(fs) != 0 {
+					t.Errorf("running out of time was remembered as a failure: %v", fs)
+				}
+			}},
+		{name: "one stale mirror of two", setup: func(t *testing.T, e *faultEnv) []string {
+			e.WriteManifest(badManifest(fmt.Sprintf("size = %d\nurls = [%q, %q]", badModelSize, srv.URL+"/short", srv.URL+"/norange")))
+			return []string{"llama-completion", "-m", filepath.Join(e.Home, "models", "m.gguf"), "-p", "hi", "-n", "4"}
+		}, status: 0, stdout: fmt.Sprintf("model bytes: %d\n", badModelSize),
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				if fs, _ := filepath.Glob(filepath.Join(e.StateDir, "failures", "*")); len(fs) != 0 {
+					t.Errorf("a failure was remembered although the second url served the model: %v", fs)
+				}
+			}},
 		{name: "range ignored", setup: func(t *testing.T, e *faultEnv) []string {
 			call := modelCall("/norange")(t, e)
 			// A partial from an earlier run: the server answers the resume

@@ -32,15 +32,21 @@ import (
 //	500once    500 on the first GET, then ok
 //	drop       the first GET breaks the connection half way, then ok
 //	norange    the first GET breaks half way, then 200 with the whole file whatever the Range
-//	stall      the first GET sends half, goes quiet for 1.5 s (under guard's 60 s stall
-//	           timeout, which a script cannot wait out), then breaks; then ok
+//	stall      the first GET sends half, goes quiet for 1.5 s (inside guard's 30 s rate window,
+//	           which a script cannot wait out), then breaks; then ok
 //	wronghash  the right size and header, other bytes
 //	slow       the first GET sends 5/8 at once, then 8 KiB every 100 ms; then ok
 //	lfs        200 with a Git-LFS pointer
 //	redirect   302 to /ok/SIZE/NAME, as huggingface.co/.../resolve/ sends to its CDN
+//	hf         HEAD and GET: 302 to /ok/SIZE/NAME carrying X-Linked-Size SIZE and
+//	           X-Linked-Etag (the sha256 of the file /ok serves), as Hugging Face does
+//	hfsize     the same, declaring SIZE+1 bytes
+//	hflies     the same, declaring the sha256 of other bytes than it serves
 //
 // Every GET is counted per path and appended to $WORK/requests.log as
-// "GET PATH range=R auth=A" (R and A are "-" when absent), for grep.
+// "GET PATH range=R auth=A" (R and A are "-" when absent), for grep; a HEAD
+// is logged as "HEAD PATH auth=A", not counted. Only the hf kinds answer a
+// HEAD (the others say 405, as a server that declares nothing may).
 func init() {
 	setupHooks = append(setupHooks, startModelServer)
 	scriptCmds["served"] = cmdServed
@@ -83,12 +89,15 @@ func startModelServer(e *testscript.Env) error {
 }
 
 func (s *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
+	parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 3)
+	declares := strings.HasPrefix(parts[0], "hf")
+	if r.Method == http.MethodHead && declares {
+		s.log(fmt.Sprintf("HEAD %s auth=%s\n", r.URL.Path, orDash(r.Header.Get("Authorization"))))
+	} else if r.Method != http.MethodGet {
 		http.Error(w, "GET only", http.StatusMethodNotAllowed)
 		return
 	}
-	first := s.count(r)
-	parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 3)
+	first := r.Method == http.MethodGet && s.count(r)
 	size := 0
 	if len(parts) >= 2 {
 		size, _ = strconv.Atoi(parts[1])
@@ -136,6 +145,17 @@ func (s *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.trickle(cw, r, body)
 	case kind == "redirect":
 		http.Redirect(w, r, "/ok/"+strings.Join(parts[1:], "/"), http.StatusFound)
+	case declares:
+		size, sum := len(body), guardtest.Sum(body)
+		switch kind {
+		case "hfsize":
+			size++
+		case "hflies":
+			sum = guardtest.Sum(append(body, 'x'))
+		}
+		w.Header().Set("X-Linked-Size", strconv.Itoa(size))
+		w.Header().Set("X-Linked-Etag", `"`+sum+`"`)
+		http.Redirect(w, r, "/ok/"+strings.Join(parts[1:], "/"), http.StatusFound)
 	case kind == "lfs":
 		io.WriteString(cw, "version https://git-lfs.github.com/spec/v1\noid sha256:"+strings.Repeat("ab", 32)+"\nsize "+strconv.Itoa(size)+"\n")
 	default:
@@ -148,12 +168,16 @@ func (s *modelServer) count(r *http.Request) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gets[r.URL.Path]++
-	line := fmt.Sprintf("GET %s range=%s auth=%s\n", r.URL.Path, orDash(r.Header.Get("Range")), orDash(r.Header.Get("Authorization")))
+	s.log(fmt.Sprintf("GET %s range=%s auth=%s\n", r.URL.Path, orDash(r.Header.Get("Range")), orDash(r.Header.Get("Authorization"))))
+	return s.gets[r.URL.Path] == 1
+}
+
+// log appends line to requests.log.
+func (s *modelServer) log(line string) {
 	if f, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
 		f.WriteString(line)
 		f.Close()
 	}
-	return s.gets[r.URL.Path] == 1
 }
 
 func orDash(s string) string {

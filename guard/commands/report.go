@@ -72,6 +72,10 @@ type ModelState struct {
 	State      string    `json:"state"`
 	RetryAfter time.Time `json:"retry_after,omitzero"` // a failed heal is not tried again before this
 	Reason     string    `json:"reason,omitempty"`
+	// SHA256DeclaredBy names who declared the sha256 an ok model was
+	// verified against: "manifest" (a pin) or the url whose X-Linked-Etag
+	// gave it.
+	SHA256DeclaredBy string `json:"sha256_declared_by,omitempty"`
 }
 
 // AuthState says whether a credential file is there; missing never blocks a call.

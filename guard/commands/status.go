@@ -157,6 +157,9 @@ func modelState(e *guard.Engine, m *manifest.Model) ModelState {
 	}
 	healer := e.Models()
 	st.State = string(healer.Check(m, path))
+	if st.State == "ok" {
+		st.SHA256DeclaredBy = healer.Seen(m, path).DeclaredBy
+	}
 	if until, reason, ok := healer.LastFailure(path); ok {
 		st.RetryAfter, st.Reason = until, reason
 	}

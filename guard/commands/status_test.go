@@ -62,6 +62,8 @@ type documentedReport struct {
 		State      string    `json:"state"`
 		RetryAfter time.Time `json:"retry_after"`
 		Reason     string    `json:"reason"`
+		// Who declared the sha256 an ok model was verified against.
+		SHA256DeclaredBy string `json:"sha256_declared_by"`
 	} `json:"models"`
 	Auth []struct {
 		Name  string `json:"name"`

@@ -66,10 +66,10 @@ func (h *Healer) LastFailure(path string) (until time.Time, reason string, ok bo
 	return f.Until, f.Reason, ok
 }
 
-func (h *Healer) rememberFailure(path string, m *manifest.Model, reason string) {
+func (h *Healer) rememberFailure(path string, m *manifest.Model, reason string, backoff time.Duration) {
 	now := time.Now()
 	abs, _ := filepath.Abs(path)
-	f := failure{Path: abs, At: now, Until: now.Add(cmpDur(h.FailureBackoff, DefaultFailureBackoff)), Reason: reason, Manifest: fingerprint(m)}
+	f := failure{Path: abs, At: now, Until: now.Add(backoff), Reason: reason, Manifest: fingerprint(m)}
 	b, err := json.Marshal(f)
 	if err != nil {
 		return

@@ -31,6 +31,11 @@ import (
 const (
 	DefaultHealTimeout    = 30 * time.Minute
 	DefaultFailureBackoff = 10 * time.Minute
+	// OfflineBackoff is how long a heal that failed because the machine
+	// seemed offline is remembered: long enough that a loop of calls does
+	// not ask DNS each time, short enough that the network coming back is
+	// noticed.
+	OfflineBackoff = time.Minute
 )
 
 // Healer checks and heals model files. Its zero durations take the
@@ -44,7 +49,7 @@ type Healer struct {
 	Token          string              // HF_TOKEN
 	Client         *http.Client        // nil = fetch.DefaultClient()
 	FetchBackoff   time.Duration       // base retry back-off of a download (tests use ms)
-	StallTimeout   time.Duration       // a download with no bytes for this long is retried; 0 = fetch's default
+	RateWindow     time.Duration       // a download under fetch.DefaultMinRate over this window is retried; 0 = fetch's default
 	ProgressEvery  time.Duration       // progress line interval off a terminal; 0 = progress's default
 }
 
@@ -69,40 +74,127 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 	if h.Check(m, path).Healthy() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, cmpDur(h.HealTimeout, DefaultHealTimeout))
+	start := time.Now()
+	limit := cmpDur(h.HealTimeout, DefaultHealTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, limit, errHealLimit)
 	defer cancel()
 
 	name := filepath.Base(path)
-	held, err := lock.Acquire(ctx, h.layout().Lock("model-"+state.PathKey(path)), func() {
+	held, err := lock.Acquire(ctx, h.layout().Lock("model-"+state.PathKey(resolved(path))), func() {
 		h.say("guard: another process is healing %s; waiting", name)
 		h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: path})
 	})
 	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return timedOut(ctx, name, start, limit, errWaiting.Error(), 0)
+		}
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
 	defer held.Release()
 
-	// Another process may have healed it while we waited.
-	st := h.Check(m, path)
-	if st.Healthy() {
-		return nil
-	}
-	if !force {
-		if f, ok := h.failure(path, m); ok {
-			return fmt.Errorf("model %s could not be healed %s ago: %s; guard tries again after %s (run `guard heal %s` to retry now)",
-				name, time.Since(f.At).Round(time.Second), f.Reason, f.Until.Format("15:04:05"), m.File)
+	err = h.heal(ctx, tool, m, path, force)
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		var kept int64
+		if fi, serr := os.Lstat(path + ".partial"); serr == nil && fi.Mode().IsRegular() {
+			kept = fi.Size()
 		}
-	}
-	if st == verify.Stale {
-		st, err = h.verify(tool, m, path)
-		if err != nil {
-			return err
+		doing := "downloading"
+		if errors.Is(err, errWaiting) {
+			doing = errWaiting.Error()
 		}
+		return timedOut(ctx, name, start, limit, doing, kept)
+	}
+	return err
+}
+
+// errWaiting marks a heal that ended while another process downloaded.
+var errWaiting = errors.New("waiting for another process's download")
+
+// heal runs under the model's lock. The lock is a file in guard's state
+// folder, which a cleaner may delete while a download runs; the partial
+// file's own lock is what two downloads of one file really meet at, so a
+// healer that finds another writing it waits there and checks again,
+// never failing because someone else is downloading.
+func (h *Healer) heal(ctx context.Context, tool string, m *manifest.Model, path string, force bool) error {
+	name := filepath.Base(path)
+	for {
+		// Another process may have healed it while we waited.
+		st := h.Check(m, path)
 		if st.Healthy() {
 			return nil
 		}
+		if !force {
+			if f, ok := h.failure(path, m); ok {
+				return fmt.Errorf("model %s could not be healed %s ago: %s; guard tries again after %s (run `guard heal %s` to retry now)",
+					name, time.Since(f.At).Round(time.Second), f.Reason, f.Until.Format("15:04:05"), m.File)
+			}
+		}
+		waited, err := fetch.WaitIdle(ctx, path, func() {
+			h.say("guard: another process is downloading %s; waiting", name)
+			h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: path + ".partial"})
+		})
+		if err != nil {
+			return fmt.Errorf("heal model %s: %w: %w", name, errWaiting, err)
+		}
+		if waited {
+			continue
+		}
+		if st == verify.Stale {
+			st, err = h.verify(tool, m, path)
+			if err != nil || st.Healthy() {
+				return err
+			}
+		}
+		err = h.download(ctx, tool, m, path, st)
+		if !errors.Is(err, fetch.ErrBusy) {
+			return err
+		}
 	}
-	return h.download(ctx, tool, m, path, st)
+}
+
+// resolved is path with its folder's symlinks resolved: the same model
+// reached through a symlinked folder is one file, with one lock.
+func resolved(path string) string {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return path // the folder does not exist yet: nothing links to it
+	}
+	return filepath.Join(dir, filepath.Base(path))
+}
+
+// errHealLimit is the cause of a heal's context when [budget] heal ends it
+// rather than the caller's own deadline.
+var errHealLimit = errors.New("[budget] heal")
+
+// TimeoutError is a heal that ran out of time: the caller's deadline (what
+// remains of a call's budget) or the manifest's [budget] heal. It matches
+// context.DeadlineExceeded. The partial download is kept for the next
+// call, and nothing is remembered as a failure: the source was not at
+// fault.
+type TimeoutError struct {
+	Model string        // file name
+	After time.Duration // since the heal began
+	Limit string        // which limit ended it, for people
+	Doing string        // "downloading" or "waiting for another process's download"
+	Kept  int64         // bytes of the partial file kept; 0 = none
+}
+
+func (e *TimeoutError) Error() string {
+	s := fmt.Sprintf("heal model %s: timed out after %s %s (%s)", e.Model, e.After.Round(100*time.Millisecond), e.Doing, e.Limit)
+	if e.Kept > 0 {
+		s += fmt.Sprintf("; the partial download (%s) is kept and the next call resumes it", describeSize(e.Kept))
+	}
+	return s
+}
+
+func (e *TimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+func timedOut(ctx context.Context, name string, start time.Time, limit time.Duration, doing string, kept int64) error {
+	which := "the call's time limit"
+	if errors.Is(context.Cause(ctx), errHealLimit) {
+		which = fmt.Sprintf("[budget] heal = %s", limit)
+	}
+	return &TimeoutError{Model: name, After: time.Since(start), Limit: which, Doing: doing, Kept: kept}
 }
 
 // verify hashes a pinned file whose stamp no longer matches.
@@ -139,7 +231,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		h.event(heallog.Event{Level: "error", Event: "model.download", Tool: tool, Target: path, Result: "failed", Reason: err.Error()})
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
-	if fi, err := os.Stat(path + ".partial"); err == nil && fi.Size() > 0 && (m.Size <= 0 || fi.Size() < m.Size) {
+	if fi, err := os.Lstat(path + ".partial"); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 && (m.Size <= 0 || fi.Size() < m.Size) {
 		h.say("guard: model %s is %s; resuming a partial download (%s of %s)", name, describeStatus(st), describeSize(fi.Size()), describeSize(m.Size))
 	} else {
 		h.say("guard: model %s is %s; downloading %s", name, describeStatus(st), describeSize(m.Size))
@@ -148,7 +240,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	res, err := fetch.Fetch(ctx, fetch.Request{
 		URLs: m.URLs, Dest: path, Size: m.Size, SHA256: m.SHA256,
 		Token: h.Token, Client: h.Client, Progress: h.Stderr, ProgressEvery: h.ProgressEvery,
-		Backoff: h.FetchBackoff, StallTimeout: h.StallTimeout,
+		Backoff: h.FetchBackoff, RateWindow: h.RateWindow,
 		OnRetry: func(url string, attempt int, err error) {
 			// A Retry-After or a back-off can be long: say why nothing moves.
 			h.say("guard: download of %s: %v; trying again", name, err)
@@ -156,38 +248,48 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 				Result: "retry", Attempt: attempt, Reason: err.Error()})
 		},
 	})
+	if errors.Is(err, fetch.ErrBusy) {
+		return err // not a failure: the caller waits for the other download
+	}
 	ev := heallog.Event{Event: "model.download", Tool: tool, Target: path, Bytes: res.Bytes,
 		DurationMS: time.Since(start).Milliseconds(), Attempt: res.Attempts, Result: "ok"}
 	if err != nil {
 		ev.Level, ev.Result, ev.Reason = "error", "failed", err.Error()
+		if ctx.Err() == context.DeadlineExceeded {
+			ev.Level, ev.Result, ev.Reason = "warn", "timeout", "timed out"
+		}
 		h.event(ev)
-		if remember(ctx, err) {
-			h.rememberFailure(path, m, err.Error())
+		if all, ok := remember(ctx, err); ok {
+			backoff := cmpDur(h.FailureBackoff, DefaultFailureBackoff)
+			if all.Offline() {
+				backoff = min(backoff, OfflineBackoff)
+			}
+			h.rememberFailure(path, m, err.Error(), backoff)
 		}
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
 	ev.Reason = "from " + res.URL
 	h.event(ev)
 	h.forgetFailure(path)
-	if err := verify.WriteStamp(h.stampDir(), path, res.SHA256); err != nil {
+	by := res.DeclaredBy // the url whose X-Linked-Etag it matched, if any
+	if m.SHA256 != "" {
+		by = "manifest"
+	}
+	if err := verify.WriteStamp(h.stampDir(), path, res.SHA256, by); err != nil {
 		// The file is good; without a stamp the next call hashes it once.
 		h.say("guard: %v", err)
 	}
 	return nil
 }
 
-// remember reports whether a failure is worth remembering: one that cost a
-// download and would cost it again. A full disk (statfs or ENOSPC) is
-// cheap to find again and is fixed by the person, and a cancelled call
-// (Ctrl-C) says nothing about the model.
-func remember(ctx context.Context, err error) bool {
-	if errors.Is(err, fetch.ErrNoSpace) {
-		return false
-	}
-	if errors.Is(err, context.Canceled) && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return false
-	}
-	return true
+// remember reports whether a failure is worth remembering: every url was
+// tried and failed, which cost downloads and would cost them again. A full
+// disk or a partial file guard cannot use is this machine's trouble, cheap
+// to find again and fixed by the person, and a cancelled call (Ctrl-C) or
+// one that ran out of time says nothing about the sources.
+func remember(ctx context.Context, err error) (*fetch.SourcesError, bool) {
+	var all *fetch.SourcesError
+	return all, ctx.Err() == nil && errors.As(err, &all)
 }
 
 func (h *Healer) event(e heallog.Event) {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +34,10 @@ type server struct {
 func serve(t *testing.T, status int, data []byte, slow time.Duration) *server {
 	s := &server{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusMethodNotAllowed) // declares nothing
+			return
+		}
 		s.requests.Add(1)
 		if status != http.StatusOK {
 			w.WriteHeader(status)
@@ -53,6 +59,24 @@ func serve(t *testing.T, status int, data []byte, slow time.Duration) *server {
 	return s
 }
 
+// ensureAll heals m at each of paths at once, as many agent calls would,
+// and fails the test for each caller that fails.
+func ensureAll(t *testing.T, h *models.Healer, m *manifest.Model, paths ...string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(paths))
+	for _, path := range paths {
+		wg.Go(func() { errs <- h.Ensure(context.Background(), "t", m, path, false) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 func healer(t *testing.T) (*models.Healer, *guardtest.Recorder, *guardtest.Buffer) {
 	ev, errOut := &guardtest.Recorder{}, &guardtest.Buffer{}
 	return &models.Healer{
@@ -62,7 +86,7 @@ func healer(t *testing.T) (*models.Healer, *guardtest.Recorder, *guardtest.Buffe
 		HealTimeout:    20 * time.Second,
 		FailureBackoff: time.Hour,
 		FetchBackoff:   time.Millisecond,
-		StallTimeout:   5 * time.Second,
+		RateWindow:     5 * time.Second,
 	}, ev, errOut
 }
 
@@ -164,18 +188,7 @@ func TestTwentyCallersOneDownload(t *testing.T) {
 	srv := serve(t, http.StatusOK, data, 50*time.Millisecond)
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
-	var wg sync.WaitGroup
-	errs := make(chan error, 20)
-	for range 20 {
-		wg.Go(func() { errs <- h.Ensure(context.Background(), "t", m, path, false) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	ensureAll(t, h, m, slices.Repeat([]string{path}, 20)...)
 	if n := srv.requests.Load(); n != 1 {
 		t.Fatalf("%d downloads, want 1", n)
 	}
@@ -297,7 +310,8 @@ func TestWaitIsBounded(t *testing.T) {
 	}
 	defer held.Release()
 	err = h.Ensure(context.Background(), "t", m, path, true)
-	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out after") ||
+		!strings.Contains(err.Error(), "waiting for another process's download") {
 		t.Fatalf("err = %v, want a bounded wait", err)
 	}
 	if len(ev.Named("lock.wait")) != 1 {
@@ -348,7 +362,7 @@ func TestPinHashesAndStamps(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	os.WriteFile(path, data, 0o644)
 	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: strings.Repeat("0", 64)}
-	got, err := h.Pin(m, path)
+	got, err := h.Pin(m, path, true)
 	if err != nil || got != guardtest.Sum(data) {
 		t.Fatalf("Pin = %q, %v; want %s", got, err, guardtest.Sum(data))
 	}
@@ -360,10 +374,306 @@ func TestPinHashesAndStamps(t *testing.T) {
 	if len(ev.All()) != 0 {
 		t.Fatalf("events %+v, want none: pinning is not a heal", ev.All())
 	}
-	if _, err := h.Pin(&manifest.Model{File: "m.gguf", Size: int64(len(data)) + 1}, path); err == nil || !strings.Contains(err.Error(), "truncated") {
+	if _, err := h.Pin(&manifest.Model{File: "m.gguf", Size: int64(len(data)) + 1}, path, false); err == nil || !strings.Contains(err.Error(), "truncated") {
 		t.Fatalf("Pin of a file of the wrong size = %v, want a truncated error", err)
 	}
-	if _, err := h.Pin(m, filepath.Join(t.TempDir(), "absent.gguf")); err == nil || !strings.Contains(err.Error(), "missing") {
+	if _, err := h.Pin(m, filepath.Join(t.TempDir(), "absent.gguf"), false); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("Pin of a missing file = %v, want a missing error", err)
+	}
+}
+
+// A heal stops at the deadline the caller gives (what remains of its
+// call's budget), says it timed out, keeps the partial file for the next
+// call, and remembers nothing: running out of time says nothing about the
+// source.
+func TestDeadlineKeepsPartialAndIsNotRemembered(t *testing.T) {
+	h, ev, _ := healer(t)
+	data := guardtest.GGUF(1 << 20)
+	srv := serve(t, http.StatusOK, data, 0)
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.Write(data[:600_000]) // past the first flush to disk
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{srv.URL}}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	err := h.Ensure(ctx, "llama-completion", m, path, false)
+	if err == nil || !strings.Contains(err.Error(), "timed out") || strings.Contains(err.Error(), "deadline exceeded") ||
+		!strings.Contains(err.Error(), "the call's time limit") {
+		t.Fatalf("err = %v, want a timed out heal", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("errors.Is(err, context.DeadlineExceeded) = false for %v", err)
+	}
+	if fi, err := os.Stat(path + ".partial"); err != nil || fi.Size() < 512<<10 {
+		t.Fatalf("partial file not kept: %v %v", fi, err)
+	}
+	if _, _, ok := h.LastFailure(path); ok {
+		t.Fatal("a deadline was remembered as a failure of the source")
+	}
+	if dl := ev.Named("model.download"); len(dl) != 1 || !strings.Contains(dl[0].Reason, "timed out") {
+		t.Fatalf("model.download events %+v", dl)
+	}
+
+	// The heal's own limit is named as such.
+	h.HealTimeout = 300 * time.Millisecond
+	err = h.Ensure(context.Background(), "guard heal", m, path, true)
+	if err == nil || !strings.Contains(err.Error(), "timed out") || !strings.Contains(err.Error(), "[budget] heal") {
+		t.Fatalf("err = %v, want a heal that timed out at [budget] heal", err)
+	}
+}
+
+// One bad mirror is not the end, and not a failure to remember: only a
+// heal for which every url failed is.
+func TestOneBadMirrorIsNotRemembered(t *testing.T) {
+	h, _, _ := healer(t)
+	data := guardtest.GGUF(100_000)
+	stale := serve(t, http.StatusOK, guardtest.GGUF(5000), 0)
+	good := serve(t, http.StatusOK, data, 0)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{stale.URL, good.URL}}
+	if err := h.Ensure(context.Background(), "t", m, path, false); err != nil {
+		t.Fatal(err)
+	}
+	if good.requests.Load() != 1 {
+		t.Fatalf("the good mirror got %d requests", good.requests.Load())
+	}
+	if _, _, ok := h.LastFailure(path); ok {
+		t.Fatal("a failure was remembered although a url served the file")
+	}
+
+	os.Remove(path)
+	m.URLs = []string{stale.URL, stale.URL + "/again"}
+	if err := h.Ensure(context.Background(), "t", m, path, false); err == nil {
+		t.Fatal("healed from two stale mirrors")
+	}
+	if _, reason, ok := h.LastFailure(path); !ok || !strings.Contains(reason, "every url failed") {
+		t.Fatalf("LastFailure = %q %v, want every url's failure remembered", reason, ok)
+	}
+}
+
+// The same model reached through two paths (a symlinked folder) is one
+// file: one lock, one download, and no caller fails because another is
+// writing it.
+func TestTwoPathsOneDownload(t *testing.T) {
+	h, _, _ := healer(t)
+	data := guardtest.GGUF(400_000)
+	srv := serve(t, http.StatusOK, data, 50*time.Millisecond)
+	dir := t.TempDir()
+	real, alias := filepath.Join(dir, "models"), filepath.Join(dir, "alias")
+	os.Mkdir(real, 0o755)
+	if err := os.Symlink(real, alias); err != nil {
+		t.Fatal(err)
+	}
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
+	ensureAll(t, h, m, slices.Repeat([]string{filepath.Join(real, "m.gguf"), filepath.Join(alias, "m.gguf")}, 5)...)
+	if n := srv.requests.Load(); n != 1 {
+		t.Fatalf("%d downloads, want 1", n)
+	}
+	if fs, _ := filepath.Glob(filepath.Join(h.StateDir, "failures", "*")); len(fs) != 0 {
+		t.Fatalf("failures remembered: %v", fs)
+	}
+}
+
+// A lock file deleted while a download runs (a cleaner, a person) lets a
+// second healer in: it waits on the partial file's own lock instead of
+// failing, and nothing is remembered as a failure.
+func TestLockFileDeletedMidHeal(t *testing.T) {
+	h, ev, errOut := healer(t)
+	data := guardtest.GGUF(1 << 20)
+	srv := serve(t, http.StatusOK, data, 150*time.Millisecond)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{srv.URL}}
+	first := make(chan error, 1)
+	go func() { first <- h.Ensure(context.Background(), "first", m, path, false) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if fi, err := os.Stat(path + ".partial"); err == nil && fi.Size() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first download never wrote its partial file")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	locks, _ := filepath.Glob(filepath.Join(h.StateDir, "locks", "*"))
+	for _, l := range locks {
+		os.Remove(l)
+	}
+	ensureAll(t, h, m, path, path)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if !bytes.Equal(got, data) {
+		t.Fatal("the model is not the served file")
+	}
+	if n := srv.requests.Load(); n != 1 {
+		t.Errorf("%d downloads, want 1", n)
+	}
+	if _, _, ok := h.LastFailure(path); ok {
+		t.Error("someone else downloading was remembered as a failure")
+	}
+	for _, e := range ev.Named("model.download") {
+		if e.Result != "ok" {
+			t.Errorf("model.download %+v", e)
+		}
+	}
+	if !strings.Contains(errOut.String(), "another process is downloading m.gguf; waiting") {
+		t.Errorf("stderr %q", errOut.String())
+	}
+}
+
+// Offline, a heal fails at once with "offline?" and is remembered only
+// briefly: the network comes back by itself.
+func TestOfflineRememberedBriefly(t *testing.T) {
+	h, _, _ := healer(t)
+	var dials atomic.Int64
+	h.Client = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: "huggingface.co", IsNotFound: true}}
+		},
+	}}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: 1000, URLs: []string{"https://huggingface.co/a/resolve/main/m.gguf"}}
+	err := h.Ensure(context.Background(), "guard heal", m, path, true)
+	if err == nil || !strings.Contains(err.Error(), "offline?") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials, want 1", n)
+	}
+	until, _, ok := h.LastFailure(path)
+	if !ok || time.Until(until) > 2*time.Minute {
+		t.Fatalf("LastFailure until %s (ok %v), want a brief memory (FailureBackoff is an hour)", until, ok)
+	}
+}
+
+// A model that has a pin keeps it: the file is verified against the pin,
+// and a file whose bytes changed (size and mtime kept, as `touch -r`
+// does) is an error naming both sums, never a new pin, unless forced.
+func TestPinNeverOverwritesAPin(t *testing.T) {
+	h, _, _ := healer(t)
+	data := guardtest.GGUF(70_000)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	os.WriteFile(path, data, 0o644)
+	pin := guardtest.Sum(data)
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: pin}
+
+	// Stale (the state folder was evicted): verified, the pin kept.
+	if got, err := h.Pin(m, path, false); err != nil || got != pin {
+		t.Fatalf("Pin of a good pinned file = %q, %v", got, err)
+	}
+
+	fi, _ := os.Stat(path)
+	tampered := append([]byte(nil), data...)
+	tampered[5000] ^= 0xff
+	os.WriteFile(path, tampered, 0o644)
+	os.Chtimes(path, fi.ModTime(), fi.ModTime())
+	got, err := h.Pin(m, path, false)
+	var pm *models.PinMismatchError
+	if !errors.As(err, &pm) || got != "" {
+		t.Fatalf("Pin of a tampered file = %q, %v; want a *PinMismatchError", got, err)
+	}
+	for _, want := range []string{pin, guardtest.Sum(tampered), "--force", "guard heal m.gguf"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q lacks %q", err, want)
+		}
+	}
+	if st := h.Check(m, path); st != verify.HashMismatch {
+		t.Fatalf("Check after a refused pin = %s, want hash-mismatch", st)
+	}
+
+	// Forced: the file as it is.
+	if got, err := h.Pin(m, path, true); err != nil || got != guardtest.Sum(tampered) {
+		t.Fatalf("forced Pin = %q, %v", got, err)
+	}
+}
+
+// Seen tells status a model that was never here from one evicted since:
+// the stamp a download writes is a small file in the state folder and
+// outlives the model.
+func TestSeenSurvivesEviction(t *testing.T) {
+	h, _, _ := healer(t)
+	data := guardtest.GGUF(100_000)
+	srv := serve(t, http.StatusOK, data, 0)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
+	if s := h.Seen(m, path); s.Ever || s.Size != 0 {
+		t.Fatalf("Seen before any download = %+v", s)
+	}
+	os.WriteFile(path+".partial", data[:30_000], 0o644)
+	if s := h.Seen(m, path); s.Ever || s.Partial != 30_000 {
+		t.Fatalf("Seen with a partial = %+v, want 30000 bytes to resume", s)
+	}
+	if err := h.Ensure(context.Background(), "t", m, path, false); err != nil {
+		t.Fatal(err)
+	}
+	s := h.Seen(m, path)
+	if !s.Ever || s.Size != int64(len(data)) || time.Since(s.At) > time.Minute || s.DeclaredBy != "manifest" || s.Partial != 0 {
+		t.Fatalf("Seen after the download = %+v", s)
+	}
+	os.Remove(path) // evicted
+	if s := h.Seen(m, path); !s.Ever || s.Size != int64(len(data)) {
+		t.Fatalf("Seen after eviction = %+v, want the record", s)
+	}
+	if st := h.Check(m, path); st != verify.Missing {
+		t.Fatalf("Check = %s", st)
+	}
+}
+
+// hub answers like huggingface.co/<repo>/resolve/<rev>/<file>: a 302 to
+// its CDN carrying X-Linked-Size and X-Linked-Etag, for HEAD and GET.
+func hub(t *testing.T, data []byte, sum string) *server {
+	s := &server{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/cdn/") {
+			if r.Method == http.MethodGet {
+				s.requests.Add(1)
+			}
+			http.ServeContent(w, r, "m.gguf", time.Time{}, bytes.NewReader(data))
+			return
+		}
+		w.Header().Set("X-Linked-Size", strconv.Itoa(len(data)))
+		w.Header().Set("X-Linked-Etag", `"`+sum+`"`)
+		http.Redirect(w, r, "/cdn/m.gguf", http.StatusFound)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// With no pin, a model from a server that declares its sha256 is verified
+// against it while downloading and counts as ok, saying who declared it.
+func TestDeclaredHashMakesItOK(t *testing.T) {
+	h, _, _ := healer(t)
+	data := guardtest.GGUF(100_000)
+	srv := hub(t, data, guardtest.Sum(data))
+	src := srv.URL + "/org/m/resolve/main/m.gguf"
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), URLs: []string{src}}
+	if err := h.Ensure(context.Background(), "t", m, path, false); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.Check(m, path); st != verify.OK {
+		t.Fatalf("Check = %s, want ok", st)
+	}
+	if s := h.Seen(m, path); s.DeclaredBy != src {
+		t.Fatalf("Seen = %+v, want declared by %s", s, src)
+	}
+	d, err := h.Declared(context.Background(), m)
+	if err != nil || d.SHA256 != guardtest.Sum(data) || d.URL != src {
+		t.Fatalf("Declared = %+v, %v", d, err)
+	}
+	if srv.requests.Load() != 1 {
+		t.Fatalf("%d downloads, want 1 (Declared downloads nothing)", srv.requests.Load())
 	}
 }

@@ -17,7 +17,7 @@ func checkSpace(dir, partial string, size int64) error {
 		return nil
 	}
 	need := size
-	if fi, err := os.Stat(partial); err == nil && fi.Size() <= size {
+	if fi, err := os.Lstat(partial); err == nil && fi.Mode().IsRegular() && fi.Size() <= size {
 		need -= fi.Size()
 	}
 	if free := fetch.FreeSpace(dir); free >= 0 && free < need {

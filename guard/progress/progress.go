@@ -27,13 +27,14 @@ type Reporter struct {
 	label string
 	total int64 // bytes expected; <= 0 for a task measured in steps, not bytes
 
-	mu     sync.Mutex
-	done   int64
-	base   int64 // bytes already there when the task started (a resumed partial)
-	status string
-	start  time.Time
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	done    int64
+	base    int64 // bytes already there when this attempt started (a resumed partial)
+	status  string
+	waiting string    // why nothing moves between attempts (a retry back-off)
+	start   time.Time // of this attempt: the rate counts only its own time
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // IsTerminal reports whether w is a terminal.
@@ -59,11 +60,21 @@ func Start(w io.Writer, label string, total int64, every time.Duration) *Reporte
 	return r
 }
 
-// SetBase records bytes that were already there (a resumed download), so the
-// rate counts only what this run fetched.
+// SetBase starts an attempt at n bytes that were already there (a resumed
+// download): the rate and the ETA count only what this attempt fetched in
+// its own time, and a Wait ends.
 func (r *Reporter) SetBase(n int64) {
 	r.mu.Lock()
 	r.base, r.done = n, n
+	r.start, r.waiting = time.Now(), ""
+	r.mu.Unlock()
+}
+
+// Wait says why nothing moves until the next SetBase (a retry back-off):
+// the line shows it instead of a rate and an ETA that would climb.
+func (r *Reporter) Wait(why string) {
+	r.mu.Lock()
+	r.waiting = why
 	r.mu.Unlock()
 }
 
@@ -129,12 +140,18 @@ func (r *Reporter) loop(every time.Duration) {
 // "guard: downloading qwen.gguf  45% 210.0/484.2 MB 12.3 MB/s eta 22s".
 func (r *Reporter) Line() string {
 	r.mu.Lock()
-	done, base, status, total := r.done, r.base, r.status, r.total
+	done, base, status, total, start := r.done, r.base, r.status, r.total, r.start
+	if r.waiting != "" {
+		status = r.waiting
+	}
+	waiting := r.waiting != ""
 	r.mu.Unlock()
-	elapsed := time.Since(r.start)
+	elapsed := time.Since(start)
 	var b strings.Builder
 	fmt.Fprintf(&b, "guard: %s", r.label)
-	if total > 0 {
+	if total > 0 && waiting {
+		fmt.Fprintf(&b, " %3.0f%% %.1f/%.1f MB", float64(done)*100/float64(total), mb(done), mb(total))
+	} else if total > 0 {
 		pct := float64(done) * 100 / float64(total)
 		rate := float64(done-base) / elapsed.Seconds()
 		if r.tty {

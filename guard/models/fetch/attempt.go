@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/models/verify"
@@ -33,16 +34,16 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 		return err
 	}
 
-	// The stall timer covers the whole attempt, from the request to the
+	// The rate watch covers the whole attempt, from the request to the
 	// last byte: a server that accepts and never answers is as dead as one
-	// that stops in the middle.
+	// that trickles or stops in the middle.
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stall := time.AfterFunc(d.r.StallTimeout, func() { cancel(errStalled) })
-	defer stall.Stop()
+	w := watchRate(d.r.MinRate, d.r.RateWindow, func() { cancel(errStalled) })
+	defer w.stop()
 	stalled := func(err error) error {
 		if errors.Is(context.Cause(actx), errStalled) {
-			return &StallError{URL: u.Redacted(), After: d.r.StallTimeout}
+			return &StallError{URL: u.Redacted(), Got: w.last(), Window: d.r.RateWindow, MinRate: d.r.MinRate}
 		}
 		return err
 	}
@@ -55,7 +56,7 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 	// Identity: Go would otherwise ask for gzip and undo it, and a resume
 	// offset must count the bytes of the file itself.
 	req.Header.Set("Accept-Encoding", "identity")
-	d.authorize(req)
+	authorize(req, d.r.Token)
 	if d.off > 0 {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", d.off))
 		if v := d.meta.validator(); v != "" {
@@ -64,8 +65,14 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 	}
 	resp, err := d.r.Client.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
+		var re *redirectError
+		switch {
+		case ctx.Err() != nil:
 			return ctx.Err()
+		case errors.As(err, &re):
+			return re
+		case offline(err):
+			return &OfflineError{URL: u.Redacted(), Err: unwrapURLError(err)}
 		}
 		return stalled(&netError{fmt.Errorf("%s: %w", u.Redacted(), unwrapURLError(err))})
 	}
@@ -75,30 +82,15 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 	if err != nil {
 		return err
 	}
-	body := &stallReader{r: resp.Body, t: stall, every: d.r.StallTimeout}
 	d.startProgress(total)
-	if err := d.copy(body, u.Redacted()); err != nil {
+	if err := d.copy(w.reader(resp.Body), u.Redacted()); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return stalled(err)
 	}
-	stall.Stop()
+	w.stop()
 	return d.finish(u.Redacted())
-}
-
-func (d *download) authorize(req *http.Request) {
-	if d.r.Token == "" {
-		return
-	}
-	if tokenAllowed(req.URL) {
-		req.Header.Set("Authorization", "Bearer "+d.r.Token)
-		return
-	}
-	if !d.warned && d.r.Progress != nil {
-		d.warned = true
-		fmt.Fprintf(d.r.Progress, "guard: not sending HF_TOKEN to %s over plain http\n", req.URL.Host)
-	}
 }
 
 // accept turns the response status into the offset the body starts at and
@@ -121,11 +113,12 @@ func (d *download) accept(resp *http.Response, src string) (int64, error) {
 	case http.StatusPartialContent:
 		start, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
 		if !ok || start != d.off {
+			from := d.off
 			if err := d.discard(); err != nil {
 				return 0, err
 			}
 			return 0, &restartError{reason: fmt.Sprintf("%s resumed at the wrong place (Content-Range %q for a request from byte %d); starting over",
-				src, resp.Header.Get("Content-Range"), d.off)}
+				src, resp.Header.Get("Content-Range"), from)}
 		}
 		if err := d.checkTotal(src, total); err != nil {
 			return 0, err
@@ -133,10 +126,11 @@ func (d *download) accept(resp *http.Response, src string) (int64, error) {
 		d.res.Resumed = true
 		return total, nil
 	case http.StatusRequestedRangeNotSatisfiable:
+		from := d.off
 		if err := d.discard(); err != nil {
 			return 0, err
 		}
-		return 0, &restartError{reason: fmt.Sprintf("%s refused to resume from byte %d (416); starting over", src, d.off)}
+		return 0, &restartError{reason: fmt.Sprintf("%s refused to resume from byte %d (416); starting over", src, from)}
 	}
 	return 0, statusError(resp, src, d.r.Token != "")
 }
@@ -162,7 +156,11 @@ func (d *download) checkTotal(src string, total int64) error {
 	return nil
 }
 
-func statusError(resp *http.Response, src string, hadToken bool) error {
+// statusError words a status that is not the file. have says whether
+// HF_TOKEN is set; whether it went to the server that answered is on the
+// request.
+func statusError(resp *http.Response, src string, have bool) error {
+	hadToken := resp.Request != nil && resp.Request.Header.Get("Authorization") != ""
 	e := &HTTPError{URL: src, Status: resp.StatusCode}
 	// A few bytes of the body say more than the status ("Entry not found").
 	head := make([]byte, 256)
@@ -172,13 +170,15 @@ func statusError(resp *http.Response, src string, hadToken bool) error {
 	switch {
 	case gated:
 		e.Hint = "the repository is gated: accept its terms on huggingface.co, then set HF_TOKEN to a token of that account"
+	case resp.StatusCode == http.StatusUnauthorized && have && !hadToken:
+		e.Hint = "the server wants credentials: HF_TOKEN goes only to huggingface.co over https, so this server did not get it"
 	case resp.StatusCode == http.StatusUnauthorized && !hadToken:
 		e.Hint = "the repository is private, gated or missing: set HF_TOKEN to a token that can read it"
 	case resp.StatusCode == http.StatusUnauthorized:
 		e.Hint = "HF_TOKEN was refused or cannot read this repository"
 	case resp.StatusCode == http.StatusForbidden:
 		e.Hint = "access denied"
-		if !hadToken {
+		if !have {
 			e.Hint += "; if the repository is gated or private, set HF_TOKEN"
 		}
 	case resp.StatusCode == http.StatusNotFound:
@@ -272,7 +272,8 @@ func (d *download) fromFile(u *url.URL) error {
 	if u.Host != "" && u.Host != "localhost" {
 		return fmt.Errorf("%s: a file url must name a local path (file:///path)", u)
 	}
-	src, err := os.Open(u.Path)
+	// Non-blocking: a FIFO at the mirror's path must not hang the call.
+	src, err := os.OpenFile(u.Path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open mirror %s: %w", u.Path, err)
 	}
@@ -389,20 +390,4 @@ func (d *download) sniff(b []byte, src string) error {
 		return &BodyError{URL: src, Err: err}
 	}
 	return nil
-}
-
-// stallReader pushes the stall deadline back on every read that returns
-// bytes.
-type stallReader struct {
-	r     io.Reader
-	t     *time.Timer
-	every time.Duration
-}
-
-func (s *stallReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if n > 0 {
-		s.t.Reset(s.every)
-	}
-	return n, err
 }

@@ -3,9 +3,11 @@ package fetch
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -33,29 +35,54 @@ func (e *HTTPError) Temporary() bool {
 	return e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests || e.Status >= 500
 }
 
-// MismatchError says a source serves something other than what the
-// manifest pins: a different size or sha256. It is a manifest problem, so
-// Fetch does not retry it.
+// MismatchError says a source serves, or declares before any download,
+// something other than what was asked for: a different size or sha256.
+// Against the manifest it is a manifest problem; against the source's own
+// declaration, the source's. Either way Fetch does not retry it and tries
+// the next url.
 type MismatchError struct {
 	URL  string
 	What string // "size" or "sha256"
-	Want string // the manifest's figure
+	Want string // the expected figure
 	Got  string // the source's figure
+	// Declared names the header (X-Linked-Size, X-Linked-Etag) when Got is
+	// what the source declared, so nothing was downloaded.
+	Declared string
+	// WantFrom is set when Want is not the manifest's but what this url
+	// declared (its X-Linked-Etag).
+	WantFrom string
 }
 
 func (e *MismatchError) Error() string {
-	s := fmt.Sprintf("%s serves a file whose %s is %s, but the manifest says %s: the manifest or the url is wrong",
-		e.URL, e.What, e.Got, e.Want)
+	if e.WantFrom != "" {
+		return fmt.Sprintf("%s serves a file whose %s is %s, but it declared %s (X-Linked-Etag): the file it serves is not the one it names; try again later, or use another url",
+			e.URL, e.What, e.Got, e.Want)
+	}
+	verb, got := "serves", e.Got
+	if e.Declared != "" {
+		verb, got = "declares", e.Got+" ("+e.Declared+")"
+	}
+	s := fmt.Sprintf("%s %s a file whose %s is %s, but the manifest says %s: the manifest or the url is wrong", e.URL, verb, e.What, got, e.Want)
+	if e.Declared != "" {
+		s += ", and a download could never verify, so nothing was downloaded"
+	}
 	// The file is not kept (a wrong file never stays under the model's
 	// name), so `guard manifest pin` alone has nothing to hash: say which
 	// line to change first.
+	var fix string
 	switch _, err := strconv.ParseInt(e.Got, 10, 64); {
+	case e.What == "size" && err == nil && e.Declared != "":
+		fix = fmt.Sprintf("set size = %s in the manifest, then `guard manifest pin --remote` records its sha256", e.Got)
 	case e.What == "size" && err == nil:
-		return s + fmt.Sprintf("; if that file is the one you want, set size = %s in the manifest, then `guard heal` fetches it and `guard manifest pin` records its sha256", e.Got)
+		fix = fmt.Sprintf("set size = %s in the manifest, then `guard heal` fetches it and `guard manifest pin` records its sha256", e.Got)
+	case e.What == "sha256" && e.Declared != "":
+		fix = fmt.Sprintf("set sha256 = %q in the manifest", e.Got)
 	case e.What == "sha256":
-		return s + fmt.Sprintf("; if that file is the one you want, set sha256 = %q in the manifest (or empty it, `guard heal`, then `guard manifest pin`)", e.Got)
+		fix = fmt.Sprintf("set sha256 = %q in the manifest (or empty it, `guard heal`, then `guard manifest pin`)", e.Got)
+	default:
+		fix = "correct the manifest, `guard heal`, then `guard manifest pin`"
 	}
-	return s + "; if that file is the one you want, correct the manifest, `guard heal`, then `guard manifest pin`"
+	return s + "; if that file is the one you want, " + fix
 }
 
 // ErrNoSpace is matched (errors.Is) by every out-of-space failure.
@@ -105,15 +132,19 @@ func (e *BodyError) Error() string {
 
 func (e *BodyError) Unwrap() error { return e.Err }
 
-// StallError is a response that sent no bytes for After: treated as a
-// dropped connection, retried and resumed.
+// StallError is an attempt that got fewer than MinRate bytes a second
+// over its last Window (no answer at all counts): treated as a dropped
+// connection, retried and resumed.
 type StallError struct {
-	URL   string
-	After time.Duration
+	URL     string
+	Got     int64 // bytes in the last Window
+	Window  time.Duration
+	MinRate int64 // bytes/s
 }
 
 func (e *StallError) Error() string {
-	return fmt.Sprintf("%s: no data for %s; the connection is treated as dropped", e.URL, e.After)
+	return fmt.Sprintf("%s: %d bytes in the last %s, under the minimum of %.1f kB/s; the connection is treated as dropped",
+		e.URL, e.Got, e.Window, float64(e.MinRate)/1e3)
 }
 
 // restartError ends an attempt whose partial file was discarded (a 416, a
@@ -151,4 +182,22 @@ func (e *netError) Unwrap() error { return e.err }
 func isNetError(err error) bool {
 	var n *netError
 	return errors.As(err, &n)
+}
+
+// OfflineError is a url whose host could not be looked up or whose network
+// is unreachable: this machine is probably offline. It is tried once, not
+// retried: six tries a model would only make a person wait.
+type OfflineError struct {
+	URL string
+	Err error
+}
+
+func (e *OfflineError) Error() string { return fmt.Sprintf("%s: %v (offline?)", e.URL, e.Err) }
+func (e *OfflineError) Unwrap() error { return e.Err }
+
+// offline reports whether err says the network, not the server, failed: a
+// failed DNS lookup, or no route to the network or host.
+func offline(err error) bool {
+	var dns *net.DNSError
+	return errors.As(err, &dns) || errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH)
 }

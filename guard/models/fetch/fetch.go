@@ -7,8 +7,13 @@
 // sha256 match what was asked for is fsynced and renamed over DEST, so DEST
 // is never a half-written or wrong file. Error pages (HTML, JSON, Hugging
 // Face's "Entry not found", Git-LFS pointers) are refused on their first
-// bytes, and a source that serves another size or hash than the manifest's
-// is reported as the manifest problem it is, without retries.
+// bytes. A source that serves another size or hash than the manifest's is
+// not retried: the next url is tried (a stale mirror serving another
+// version is normal), and when every url fails the error names each.
+//
+// Nothing planted beside DEST is followed: the partial file and its
+// sidecar are opened with O_NOFOLLOW, and what guard cannot trust there is
+// removed, never written through or renamed into place.
 package fetch
 
 import (
@@ -28,7 +33,7 @@ type Request struct {
 	Dest   string
 	Size   int64  // exact bytes; 0 = unknown
 	SHA256 string // hex; "" = not pinned
-	Token  string // bearer token (HF_TOKEN), sent only over https or to loopback
+	Token  string // bearer token (HF_TOKEN), sent only to huggingface.co over https
 
 	Client   *http.Client // nil = DefaultClient()
 	Progress io.Writer    // where progress lines go (stderr); nil = none
@@ -37,8 +42,12 @@ type Request struct {
 	ProgressEvery time.Duration
 	Retries       int // per URL; 0 = 5, negative = none
 	Backoff       time.Duration
-	StallTimeout  time.Duration
-	OnRetry       func(url string, attempt int, err error)
+	// MinRate (bytes/s) and RateWindow are the stall rule: an attempt
+	// that got fewer than MinRate*RateWindow bytes in the last RateWindow
+	// (counted from the request on) is dropped and retried.
+	MinRate    int64
+	RateWindow time.Duration
+	OnRetry    func(url string, attempt int, err error)
 }
 
 // Result describes a finished download.
@@ -48,14 +57,18 @@ type Result struct {
 	Resumed  bool   // a partial file was continued
 	SHA256   string
 	Attempts int
+	// DeclaredBy is the url whose declared sha256 (X-Linked-Etag) the
+	// file was checked against, when the request gave none; "" otherwise.
+	DeclaredBy string
 }
 
 // Defaults for the zero fields of a Request.
 const (
-	DefaultRetries      = 5
-	DefaultBackoff      = time.Second
-	DefaultStallTimeout = 60 * time.Second
-	maxBackoff          = 2 * time.Minute
+	DefaultRetries    = 5
+	DefaultBackoff    = time.Second
+	DefaultMinRate    = 1024 // bytes/s
+	DefaultRateWindow = 30 * time.Second
+	maxBackoff        = 2 * time.Minute
 )
 
 // Fetch downloads the first URL that works into r.Dest. The caller must not
@@ -78,25 +91,55 @@ func Fetch(ctx context.Context, r Request) (Result, error) {
 		if err == nil {
 			d.res.URL = raw
 			d.res.SHA256 = d.sum
+			d.res.DeclaredBy = d.wantFrom
 			d.stopProgress(true)
 			return d.res, nil
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil || stopsAll(err) {
-			break
+			d.stopProgress(false)
+			return d.res, fmt.Errorf("download %s: %w", d.name, errors.Join(errs...))
 		}
 	}
 	d.stopProgress(false)
-	if len(errs) == 1 {
-		return d.res, fmt.Errorf("download %s: %w", d.name, errs[0])
+	return d.res, &SourcesError{Name: d.name, Errs: errs}
+}
+
+// SourcesError is a download for which every url was tried and failed:
+// the only failure that says something about the sources (Fetch's other
+// errors are this machine's: the disk, the partial file, a cancelled or
+// timed-out context).
+type SourcesError struct {
+	Name string // the file's base name
+	Errs []error
+}
+
+func (e *SourcesError) Error() string {
+	if len(e.Errs) == 1 {
+		return fmt.Sprintf("download %s: %v", e.Name, e.Errs[0])
 	}
-	return d.res, fmt.Errorf("download %s: every url failed:\n%w", d.name, errors.Join(errs...))
+	return fmt.Sprintf("download %s: every url failed:\n%v", e.Name, errors.Join(e.Errs...))
+}
+
+func (e *SourcesError) Unwrap() []error { return e.Errs }
+
+// Offline reports whether every url failed because this machine seems to
+// be offline.
+func (e *SourcesError) Offline() bool {
+	for _, err := range e.Errs {
+		var o *OfflineError
+		if !errors.As(err, &o) {
+			return false
+		}
+	}
+	return len(e.Errs) > 0
 }
 
 func withDefaults(r Request) Request {
 	if r.Client == nil {
 		r.Client = DefaultClient()
 	}
+	r.Client = withRedirectRules(r.Client, r.Token)
 	if r.Retries == 0 {
 		r.Retries = DefaultRetries
 	}
@@ -106,17 +149,19 @@ func withDefaults(r Request) Request {
 	if r.Backoff <= 0 {
 		r.Backoff = DefaultBackoff
 	}
-	if r.StallTimeout <= 0 {
-		r.StallTimeout = DefaultStallTimeout
+	if r.MinRate <= 0 {
+		r.MinRate = DefaultMinRate
+	}
+	if r.RateWindow <= 0 {
+		r.RateWindow = DefaultRateWindow
 	}
 	return r
 }
 
-// stopsAll reports errors that no other URL can fix.
+// stopsAll reports errors that no other URL can fix: this machine's.
 func stopsAll(err error) bool {
-	var m *MismatchError
 	var f *fatalError
-	return errors.As(err, &m) || errors.As(err, &f) || errors.Is(err, ErrNoSpace)
+	return errors.As(err, &f) || errors.Is(err, ErrNoSpace)
 }
 
 // fromURL tries one URL, with retries. An attempt that moved the download
@@ -126,6 +171,9 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("parse url %q: %w", raw, err)
+	}
+	if err := d.declared(ctx, raw); err != nil {
+		return err
 	}
 	failures := 0
 	for {
@@ -157,6 +205,9 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 			d.r.OnRetry(raw, d.res.Attempts, err)
 		}
 		if wait > 0 {
+			if d.rep != nil {
+				d.rep.Wait(fmt.Sprintf("retrying in %s", wait.Round(100*time.Millisecond)))
+			}
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
@@ -179,7 +230,7 @@ func (d *download) retryWait(err error, failures int) (time.Duration, bool) {
 		sh *shortError
 	)
 	switch {
-	case stopsAll(err):
+	case stopsAll(err), errors.As(err, new(*MismatchError)):
 		return 0, false
 	case errors.As(err, &rs):
 		return 0, true

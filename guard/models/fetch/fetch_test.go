@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -121,7 +122,6 @@ func TestUnauthorized(t *testing.T) {
 		{"gated 401", true, 401, "", "HF_TOKEN"},
 		{"gated 403", true, 403, "tok", "gated"},
 		{"private", false, 401, "", "set HF_TOKEN"},
-		{"refused token", false, 401, "tok", "HF_TOKEN was refused"},
 		{"forbidden", false, 403, "", "access denied"},
 	}
 	for _, tt := range tests {
@@ -146,59 +146,197 @@ func TestUnauthorized(t *testing.T) {
 	}
 }
 
-func TestBearerToken(t *testing.T) {
-	data := guardtest.GGUF(1000)
-	var auth atomic.Value
-	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
-		auth.Store(r.Header.Get("Authorization"))
-		content(w, r, data)
-	})
-	r := request(t, srv.URL)
-	r.Token = "hf_secret"
-	if _, err := fetch.Fetch(context.Background(), r); err != nil {
-		t.Fatal(err)
-	}
-	if got := auth.Load(); got != "Bearer hf_secret" {
-		t.Fatalf("Authorization = %q, want the bearer token (loopback)", got)
-	}
-}
-
 // roundTrip answers every request itself, so a test can see what would go
 // to a host on the network without any network.
 type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func TestTokenNeverOverPlainHTTP(t *testing.T) {
+// HF_TOKEN goes to huggingface.co and its subdomains over https, nowhere
+// else: not a mirror, not plain http, not this machine.
+func TestTokenOnlyToHuggingFace(t *testing.T) {
 	data := guardtest.GGUF(100)
 	for _, tt := range []struct {
 		url  string
 		sent bool
 	}{
-		{"http://models.example/m.gguf", false},
-		{"https://models.example/m.gguf", true},
-		{"http://localhost:9/m.gguf", true},
-		{"http://[::1]:9/m.gguf", true},
+		{"https://huggingface.co/org/m/resolve/main/m.gguf", true},
+		{"https://cdn-lfs.huggingface.co/m.gguf", true},
+		{"https://HuggingFace.CO./m.gguf", true},
+		{"http://huggingface.co/m.gguf", false},
+		{"https://models.example/m.gguf", false},
+		{"https://huggingface.co.evil.example/m.gguf", false},
+		{"https://evilhuggingface.co/m.gguf", false},
+		{"http://127.0.0.1:9/m.gguf", false},
+		{"http://localhost:9/m.gguf", false},
 	} {
 		var got string
-		var warn strings.Builder
 		r := request(t, tt.url)
 		r.Token = "hf_secret"
-		r.Progress = &warn
 		r.Client = &http.Client{Transport: roundTrip(func(req *http.Request) (*http.Response, error) {
 			got = req.Header.Get("Authorization")
-			rec := newResponse(req, data)
-			return rec, nil
+			return newResponse(req, data), nil
 		})}
 		if _, err := fetch.Fetch(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
-		if (got != "") != tt.sent {
+		if (got == "Bearer hf_secret") != tt.sent || (!tt.sent && got != "") {
 			t.Errorf("%s: Authorization %q, want sent=%v", tt.url, got, tt.sent)
 		}
-		if !tt.sent && !strings.Contains(warn.String(), "not sending HF_TOKEN") {
-			t.Errorf("%s: no warning about the withheld token: %q", tt.url, warn.String())
+	}
+}
+
+// hops is a fake network of redirects: each URL answers a redirect to the
+// next, the last one the file. It records the Authorization each got.
+func hops(data []byte, urls ...string) (*http.Client, map[string]string) {
+	seen := map[string]string{}
+	return &http.Client{Transport: roundTrip(func(req *http.Request) (*http.Response, error) {
+		u := req.URL.String()
+		seen[u] = req.Header.Get("Authorization")
+		for i, h := range urls[:len(urls)-1] {
+			if h == u {
+				resp := newResponse(req, nil)
+				resp.StatusCode = http.StatusFound
+				resp.Header.Set("Location", urls[i+1])
+				return resp, nil
+			}
 		}
+		return newResponse(req, data), nil
+	})}, seen
+}
+
+func TestTokenAcrossRedirects(t *testing.T) {
+	data := guardtest.GGUF(100)
+	hf := "https://huggingface.co/org/m/resolve/main/m.gguf"
+	for _, tt := range []struct {
+		name string
+		urls []string
+		want []bool // the token reached each hop
+	}{
+		{"to the hub's cdn", []string{hf, "https://cdn-lfs.huggingface.co/x/m.gguf"}, []bool{true, true}},
+		{"to another host", []string{hf, "https://cas-bridge.xethub.hf.co/m.gguf?sig=1"}, []bool{true, false}},
+		{"off and back", []string{hf, "https://mirror.example/m.gguf", "https://huggingface.co/org/m/resolve/main/m2.gguf"}, []bool{true, false, true}},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			r := request(t, tt.urls[0])
+			r.Token = "hf_secret"
+			var seen map[string]string
+			r.Client, seen = hops(data, tt.urls...)
+			if _, err := fetch.Fetch(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			for i, u := range tt.urls {
+				if got := seen[u] == "Bearer hf_secret"; got != tt.want[i] || (!tt.want[i] && seen[u] != "") {
+					t.Errorf("hop %d %s: Authorization %q, want sent=%v", i, u, seen[u], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+// A redirect to plain http is refused, the same host included (Go would
+// copy the token there), except from this machine to this machine.
+func TestRedirectToPlainHTTP(t *testing.T) {
+	data := guardtest.GGUF(100)
+	for _, tt := range []struct {
+		name string
+		urls []string
+	}{
+		{"same host", []string{"https://huggingface.co/org/m/resolve/main/m.gguf", "http://huggingface.co/m.gguf"}},
+		{"another host", []string{"https://mirror.example/m.gguf", "http://cdn.example/m.gguf"}},
+		{"to this machine", []string{"https://mirror.example/m.gguf", "http://127.0.0.1:9/m.gguf"}},
+		{"from this machine", []string{"http://127.0.0.1:9/m.gguf", "http://cdn.example/m.gguf"}},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			r := request(t, tt.urls[0])
+			r.Token = "hf_secret"
+			var seen map[string]string
+			r.Client, seen = hops(data, tt.urls...)
+			_, err := fetch.Fetch(context.Background(), r)
+			if err == nil || !strings.Contains(err.Error(), "refused a redirect to plain http") || !strings.Contains(err.Error(), tt.urls[1]) {
+				t.Fatalf("err = %v, want a refused redirect to %s", err, tt.urls[1])
+			}
+			if _, ok := seen[tt.urls[1]]; ok {
+				t.Errorf("the plain http url was requested")
+			}
+			if len(seen) != 1 {
+				t.Errorf("%d urls requested, want 1 (a refused redirect is not retried): %v", len(seen), seen)
+			}
+			mustNotExist(t, r.Dest, r.Dest+".partial")
+		})
+	}
+
+	// Loopback to loopback: a local mirror and its redirects.
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+		if r.URL.Path == "/resolve" {
+			http.Redirect(w, r, "/file", http.StatusFound)
+			return
+		}
+		content(w, r, data)
+	})
+	r := request(t, srv.URL+"/resolve")
+	if _, err := fetch.Fetch(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	mustFile(t, r.Dest, data)
+}
+
+// A redirect loop is the server's configuration, not a hiccup: one try,
+// then the next url.
+func TestRedirectLoopNotRetried(t *testing.T) {
+	data := guardtest.GGUF(1000)
+	loop := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+		next := "/a"
+		if r.URL.Path == "/a" {
+			next = "/b"
+		}
+		http.Redirect(w, r, next, http.StatusFound)
+	})
+	forever := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+		http.Redirect(w, r, fmt.Sprintf("/%d", n), http.StatusFound)
+	})
+	mirror := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
+	r := request(t, loop.URL+"/a", forever.URL+"/0", mirror.URL)
+	res, err := fetch.Fetch(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustFile(t, r.Dest, data)
+	if res.URL != mirror.URL {
+		t.Fatalf("served by %s", res.URL)
+	}
+	if n := loop.requests.Load(); n != 2 {
+		t.Errorf("the looping server got %d requests, want 2 (a -> b -> a is a loop)", n)
+	}
+	if n := forever.requests.Load(); n > 11 {
+		t.Errorf("the endless redirector got %d requests, want at most 11", n)
+	}
+}
+
+func TestRefusedToken(t *testing.T) {
+	r := request(t, "https://huggingface.co/org/private/resolve/main/m.gguf")
+	r.Token = "hf_wrong"
+	r.Client = &http.Client{Transport: roundTrip(func(req *http.Request) (*http.Response, error) {
+		resp := newResponse(req, nil)
+		resp.StatusCode = http.StatusUnauthorized
+		return resp, nil
+	})}
+	_, err := fetch.Fetch(context.Background(), r)
+	if err == nil || !strings.Contains(err.Error(), "HF_TOKEN was refused") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// A server that wants credentials it did not get says why it got none.
+func TestWithheldTokenHint(t *testing.T) {
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+		w.WriteHeader(http.StatusUnauthorized)
+	})
+	r := request(t, srv.URL)
+	r.Token = "hf_secret"
+	_, err := fetch.Fetch(context.Background(), r)
+	if err == nil || !strings.Contains(err.Error(), "HF_TOKEN goes only to huggingface.co over https") {
+		t.Fatalf("err = %v", err)
 	}
 }
 
@@ -357,7 +495,7 @@ func TestStallResumes(t *testing.T) {
 	})
 	r := request(t, srv.URL)
 	r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
-	r.StallTimeout = 150 * time.Millisecond
+	r.RateWindow = 150 * time.Millisecond
 	var stalls atomic.Int32
 	r.OnRetry = func(u string, attempt int, err error) {
 		var se *fetch.StallError
@@ -402,24 +540,49 @@ func TestWrongSHA256KeepsDest(t *testing.T) {
 	mustNotExist(t, r.Dest+".partial", r.Dest+".partial.meta")
 }
 
-func TestSizeMismatchStopsAtOnce(t *testing.T) {
-	data := guardtest.GGUF(1000)
-	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
-	mirror := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
-	r := request(t, srv.URL, mirror.URL)
+// A stale mirror serving another version is normal: a mismatch from one
+// url moves on to the next. When every url mismatches, each is named.
+func TestMismatchMovesToTheNextURL(t *testing.T) {
+	data := guardtest.GGUF(100_000)
+	other := guardtest.GGUF(1000)
+	tampered := append([]byte(nil), data...)
+	tampered[len(tampered)-1] ^= 1
+	for _, tt := range []struct {
+		name  string
+		stale []byte
+	}{
+		{"wrong size", other},
+		{"wrong bytes", tampered},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			stale := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, tt.stale) })
+			mirror := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
+			r := request(t, stale.URL, mirror.URL)
+			r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
+			res, err := fetch.Fetch(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustFile(t, r.Dest, data)
+			if res.URL != mirror.URL || stale.requests.Load() != 1 || mirror.requests.Load() != 1 {
+				t.Fatalf("served by %s after %d + %d requests", res.URL, stale.requests.Load(), mirror.requests.Load())
+			}
+		})
+	}
+
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, other) })
+	r := request(t, srv.URL+"/a", srv.URL+"/b")
 	r.Size = 484220320
 	_, err := fetch.Fetch(context.Background(), r)
 	var me *fetch.MismatchError
-	if !errors.As(err, &me) || me.What != "size" {
-		t.Fatalf("err = %v, want a size *MismatchError", err)
+	var se *fetch.SourcesError
+	if !errors.As(err, &me) || me.What != "size" || !errors.As(err, &se) || len(se.Errs) != 2 {
+		t.Fatalf("err = %v, want a *SourcesError of two size mismatches", err)
 	}
-	for _, want := range []string{"1000", "484220320", "guard manifest pin"} {
+	for _, want := range []string{"every url failed", "/a", "/b", "1000", "484220320", "guard manifest pin"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q lacks %q", err, want)
 		}
-	}
-	if srv.requests.Load() != 1 || mirror.requests.Load() != 0 {
-		t.Errorf("requests %d + %d, want 1 + 0", srv.requests.Load(), mirror.requests.Load())
 	}
 	mustNotExist(t, r.Dest, r.Dest+".partial")
 }

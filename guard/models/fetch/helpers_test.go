@@ -24,10 +24,21 @@ type counter struct {
 }
 
 // serve starts a server whose handler gets the request number (from 1).
+// It answers HEAD itself with 405, as a server that declares nothing may,
+// so a handler sees (and counts) the GETs alone; serveAll passes HEAD on.
 func serve(t *testing.T, h func(w http.ResponseWriter, r *http.Request, n int64, c *counter)) *counter {
+	t.Helper()
+	return serveAll(t, h, false)
+}
+
+func serveAll(t *testing.T, h func(w http.ResponseWriter, r *http.Request, n int64, c *counter), head bool) *counter {
 	t.Helper()
 	c := &counter{}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead && !head {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
 		n := c.requests.Add(1)
 		if r.Header.Get("Range") != "" {
 			c.ranges.Add(1)
@@ -71,10 +82,10 @@ func dropAfter(w http.ResponseWriter, data []byte, k int) {
 // request is a Request with test-sized timings.
 func request(t *testing.T, urls ...string) fetch.Request {
 	return fetch.Request{
-		URLs:         urls,
-		Dest:         filepath.Join(t.TempDir(), "m.gguf"),
-		Backoff:      time.Millisecond,
-		StallTimeout: 5 * time.Second,
+		URLs:       urls,
+		Dest:       filepath.Join(t.TempDir(), "m.gguf"),
+		Backoff:    time.Millisecond,
+		RateWindow: 5 * time.Second,
 	}
 }
 

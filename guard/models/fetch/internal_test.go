@@ -1,7 +1,6 @@
 package fetch
 
 import (
-	"net/url"
 	"testing"
 	"time"
 )
@@ -56,23 +55,6 @@ func TestBackoffBounds(t *testing.T) {
 		want := min(time.Second<<min(f, 10), maxBackoff)
 		if b < want/2 || b > want*3/2 {
 			t.Errorf("backoff(1s, %d) = %s, want within [%s, %s]", f, b, want/2, want*3/2)
-		}
-	}
-}
-
-func TestTokenAllowed(t *testing.T) {
-	for raw, want := range map[string]bool{
-		"https://huggingface.co/x":  true,
-		"http://huggingface.co/x":   false,
-		"http://127.0.0.1:8080/x":   true,
-		"http://localhost/x":        true,
-		"http://[::1]/x":            true,
-		"http://10.0.0.1/x":         false,
-		"http://localhost.evil.com": false,
-	} {
-		u, _ := url.Parse(raw)
-		if got := tokenAllowed(u); got != want {
-			t.Errorf("tokenAllowed(%s) = %v, want %v", raw, got, want)
 		}
 	}
 }

@@ -2,18 +2,21 @@ package fetch
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // Copy buffers: a few of bufSize, allocated once per Fetch. Writes go to
@@ -36,10 +39,13 @@ type download struct {
 	off     int64 // bytes in the partial file
 	old     int64 // of those, bytes that came from an earlier run
 	meta    meta
-	sum     string
-	res     Result
-	rep     *progress.Reporter
-	warned  bool // the token was withheld once already
+	want    string // the sha256 this url's file must have; "" = none
+	// wantFrom is the url that declared want (X-Linked-Etag); "" when
+	// want is the request's own.
+	wantFrom string
+	sum      string
+	res      Result
+	rep      *progress.Reporter
 }
 
 // meta is the sidecar that lets a later run resume safely.
@@ -54,21 +60,23 @@ func openDownload(r Request) (*download, error) {
 	if err := os.MkdirAll(filepath.Dir(r.Dest), 0o755); err != nil {
 		return nil, fmt.Errorf("download %s: %w", d.name, err)
 	}
-	f, err := os.OpenFile(d.partial, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o644)
+	f, fi, err := openPartial(d.partial, r.Progress)
 	if err != nil {
-		return nil, fmt.Errorf("download %s: open partial file: %w", d.name, err)
+		return nil, fmt.Errorf("download %s: %w", d.name, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("download %s: another download is writing %s", d.name, d.partial)
+		return nil, fmt.Errorf("download %s: %w (%s)", d.name, ErrBusy, d.partial)
+	}
+	// The writer that held the lock may have renamed this very file into
+	// place before letting go: then it is the finished model, not a
+	// partial to write to.
+	if cur, err := os.Lstat(d.partial); err != nil || !os.SameFile(cur, fi) {
+		f.Close()
+		return nil, fmt.Errorf("download %s: %w (%s)", d.name, ErrBusy, d.partial)
 	}
 	d.f = f
 	d.p = newPipe(buffers, bufSize)
-	fi, err := f.Stat()
-	if err != nil {
-		d.close()
-		return nil, fmt.Errorf("download %s: %w", d.name, err)
-	}
 	if n := fi.Size(); n > 0 {
 		if err := d.adopt(n); err != nil {
 			d.close()
@@ -85,6 +93,15 @@ func (d *download) adopt(n int64) error {
 	if d.r.Size > 0 && n > d.r.Size {
 		return d.discard()
 	}
+	// Bytes that never start a model (an error page, another file) are
+	// not worth resuming; finish checks the whole file's header again.
+	head := make([]byte, min(n, 64))
+	if k, _ := d.f.ReadAt(head, 0); d.sniff(head[:k], d.partial) != nil {
+		if d.r.Progress != nil {
+			fmt.Fprintf(d.r.Progress, "guard: discarded %s: it does not start like the file; starting the download over\n", d.partial)
+		}
+		return d.discard()
+	}
 	for d.off < n {
 		b := d.p.buffer()
 		k, err := d.f.ReadAt(b[:min(int64(len(b)), n-d.off)], d.off)
@@ -98,10 +115,97 @@ func (d *download) adopt(n int64) error {
 		d.off += int64(k)
 	}
 	d.old = n
-	if b, err := os.ReadFile(d.partial + ".meta"); err == nil {
+	if b, err := readOwn(d.partial+".meta", maxMeta); err == nil {
 		_ = json.Unmarshal(b, &d.meta) // a bad sidecar only costs the validator
 	}
 	return nil
+}
+
+// openPartial opens the partial file for reading and writing, never
+// through a symlink. What guard cannot trust there (a link, a FIFO or a
+// device, a file with other hard links or of another user, a file it may
+// not open) is removed and a fresh file created exclusively in its place;
+// what it cannot remove is an error naming the file and why.
+func openPartial(path string, say io.Writer) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	why := ""
+	switch {
+	case err == nil:
+		fi, serr := f.Stat()
+		if serr != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("open partial file: %w", serr)
+		}
+		if why = untrusted(fi); why == "" {
+			return f, fi, nil
+		}
+		f.Close()
+	case errors.Is(err, syscall.ELOOP):
+		why = "a symlink"
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		why = "a file guard may not open (permission denied)"
+	case errors.Is(err, syscall.EISDIR):
+		why = "a folder"
+	default:
+		return nil, nil, fmt.Errorf("open partial file: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("the partial file %s is %s and guard cannot remove it (%v): remove it, or download to a folder you own", path, why, errors.Unwrap(err))
+	}
+	if say != nil {
+		fmt.Fprintf(say, "guard: removed %s: it was %s; starting the download over\n", path, why)
+	}
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create partial file: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("create partial file: %w", err)
+	}
+	return f, fi, nil
+}
+
+// untrusted says why an open partial file must not be resumed, or "" when
+// it is a plain file of this user's with no other name.
+func untrusted(fi os.FileInfo) string {
+	if !fi.Mode().IsRegular() {
+		return fmt.Sprintf("not a plain file (%s)", fi.Mode().Type())
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !ok:
+		return ""
+	case st.Nlink > 1:
+		return "a file with other hard links"
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Sprintf("another user's file (uid %d)", st.Uid)
+	}
+	return ""
+}
+
+// maxMeta bounds the sidecar guard reads back: it holds a URL and two
+// validators.
+const maxMeta = 16 << 10
+
+// readOwn reads a small file guard wrote itself: never through a symlink,
+// never blocking on a FIFO, only a plain file of this user's, at most max
+// bytes.
+func readOwn(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if why := untrusted(fi); why != "" {
+		return nil, fmt.Errorf("%s is %s", path, why)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // discard empties the partial file and forgets its validator.
@@ -123,7 +227,9 @@ func (d *download) saveMeta(m meta) {
 		return
 	}
 	if b, err := json.Marshal(m); err == nil {
-		_ = os.WriteFile(d.partial+".meta", b, 0o644)
+		// Replace, not WriteFile: a link planted at the name is replaced,
+		// never followed.
+		_ = state.Replace(d.partial+".meta", b, 0o644)
 	}
 }
 
@@ -193,8 +299,21 @@ func (d *download) finish(src string) error {
 		_ = d.discard()
 		return &MismatchError{URL: src, What: "size", Want: fmt.Sprint(d.r.Size), Got: fmt.Sprint(d.off)}
 	}
+	// The header of the file as it will be, pinned or not: a resumed
+	// partial's first bytes never passed the check at the start of a body.
+	head := make([]byte, min(d.off, 64))
+	n, err := d.f.ReadAt(head, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return &fatalError{fmt.Errorf("read %s: %w", d.partial, err)}
+	}
+	if bad := d.sniff(head[:n], src); bad != nil {
+		if err := d.discard(); err != nil {
+			return err
+		}
+		return bad
+	}
 	sum := d.p.sum()
-	if pin := strings.ToLower(strings.TrimSpace(d.r.SHA256)); pin != "" && sum != pin {
+	if pin := d.want; pin != "" && sum != pin {
 		if d.old > 0 {
 			// The bytes from an earlier run may come from another
 			// version of the file: start over once before blaming
@@ -204,17 +323,26 @@ func (d *download) finish(src string) error {
 			}
 			return &restartError{reason: "the resumed file did not match its sha256; starting over"}
 		}
-		d.removePartial()
-		return &MismatchError{URL: src, What: "sha256", Want: pin, Got: sum}
+		// Emptied, not kept: the next url starts over, and close
+		// removes an empty partial.
+		if err := d.discard(); err != nil {
+			return err
+		}
+		return &MismatchError{URL: src, What: "sha256", Want: pin, Got: sum, WantFrom: d.wantFrom}
 	}
-	if err := d.f.Close(); err != nil {
-		d.f = nil
-		return &fatalError{fmt.Errorf("close %s: %w", d.partial, err)}
+	// Rename only the file written here: if the name now holds something
+	// else (a link planted while the download ran), nothing is renamed.
+	if cur, err := os.Lstat(d.partial); err != nil || !os.SameFile(cur, fi) {
+		return &fatalError{fmt.Errorf("%s was replaced while the download ran; nothing was renamed into place", d.partial)}
 	}
-	d.f = nil
 	if err := os.Rename(d.partial, d.r.Dest); err != nil {
 		return &fatalError{fmt.Errorf("rename %s: %w", d.partial, err)}
 	}
+	// Closed (and unlocked) only after the rename, so a waiting download
+	// never takes the finished file for its partial. It was synced above:
+	// closing cannot lose its bytes.
+	_ = d.f.Close()
+	d.f = nil
 	_ = os.Remove(d.partial + ".meta")
 	if err := syncDir(filepath.Dir(d.r.Dest)); err != nil {
 		return &fatalError{err}
@@ -223,15 +351,41 @@ func (d *download) finish(src string) error {
 	return nil
 }
 
-func (d *download) removePartial() {
-	if d.f != nil {
-		d.f.Close()
-		d.f = nil
+// ErrBusy is matched (errors.Is) by a Fetch that found another download
+// writing the same partial file. It says nothing about the sources; the
+// caller waits (WaitIdle) and checks the file again.
+var ErrBusy = errors.New("another download is writing this file")
+
+// WaitIdle waits until no download writes dest's partial file, or ctx
+// ends. onWait is called once if it has to wait at all; waited says it
+// did, so the caller checks dest again before downloading.
+func WaitIdle(ctx context.Context, dest string, onWait func()) (waited bool, err error) {
+	f, err := os.OpenFile(dest+".partial", os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false, nil // no partial (or none guard can use): nobody to wait for
 	}
-	_ = os.Remove(d.partial)
-	_ = os.Remove(d.partial + ".meta")
-	d.p.reset()
-	d.off, d.old = 0, 0
+	defer f.Close()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		if err == nil {
+			_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+			return waited, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return waited, nil // no lock to wait on: let the download find out
+		}
+		if !waited && onWait != nil {
+			onWait()
+		}
+		waited = true
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // close releases the partial file (and its lock). An empty partial file is

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/sandbox-guard/guard/guard/state"
 )
@@ -18,6 +19,29 @@ type stamp struct {
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256"`
 	identity
+	At         time.Time `json:"at,omitzero"`           // when the file was hashed
+	DeclaredBy string    `json:"declared_by,omitempty"` // see Record
+}
+
+// Record is what guard remembers of a file it hashed at a path. A stamp is
+// a small file in guard's state folder, so the record outlives the
+// eviction of the model: status tells "evicted" (a record, no file) from
+// "never fetched" (no record).
+type Record struct {
+	SHA256 string
+	Size   int64
+	At     time.Time // when it was hashed (zero in a stamp from before guard kept it)
+	// DeclaredBy says who declared the sha256 the file was checked
+	// against: "manifest" (a pin), a url (its X-Linked-Etag), or "" when
+	// the file was hashed but checked against nothing.
+	DeclaredBy string
+}
+
+// Recorded returns the record of path, whether or not the file is still
+// there.
+func Recorded(stampDir, path string) (Record, bool) {
+	s, ok := readStamp(stampDir, path)
+	return Record{SHA256: s.SHA256, Size: s.Size, At: s.At, DeclaredBy: s.DeclaredBy}, ok
 }
 
 type identity struct {
@@ -64,20 +88,22 @@ func readStamp(stampDir, path string) (stamp, bool) {
 }
 
 // WriteStamp records sum as the sha256 of path as the file is now (size,
-// mtime, ctime, device, inode). The caller must know that sum is the sum of
-// the file as it is: Full after hashing, a download after its rename. The
-// write is atomic (state.Replace): a reader sees the old stamp or the new.
-func WriteStamp(stampDir, path, sum string) error {
+// mtime, ctime, device, inode), and declaredBy as who declared the sum the
+// file was checked against (see Record). The caller must know that sum is
+// the sum of the file as it is: Full after hashing, a download after its
+// rename. The write is atomic (state.Replace): a reader sees the old stamp
+// or the new.
+func WriteStamp(stampDir, path, sum, declaredBy string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("write stamp: %w", err)
 	}
-	return writeStamp(stampDir, path, sum, identityOf(fi))
+	return writeStamp(stampDir, path, sum, declaredBy, identityOf(fi))
 }
 
-func writeStamp(stampDir, path, sum string, id identity) error {
+func writeStamp(stampDir, path, sum, declaredBy string, id identity) error {
 	abs, name := stampPath(stampDir, path)
-	b, err := json.Marshal(stamp{Path: abs, SHA256: normalSum(sum), identity: id})
+	b, err := json.Marshal(stamp{Path: abs, SHA256: normalSum(sum), identity: id, At: time.Now().UTC(), DeclaredBy: declaredBy})
 	if err != nil {
 		return fmt.Errorf("write stamp: %w", err)
 	}

@@ -15,8 +15,8 @@ type Status string
 
 // The states Quick and Full report.
 const (
-	OK           Status = "ok"            // pinned sha256 confirmed (by a stamp or a hash)
-	Unverified   Status = "unverified"    // size and header fine, no sha256 pinned
+	OK           Status = "ok"            // sha256 confirmed (by a stamp or a hash) against a pin, or against what the server declared
+	Unverified   Status = "unverified"    // size and header fine, no sha256 to check against
 	Missing      Status = "missing"       // no file (or not readable)
 	Truncated    Status = "truncated"     // size differs from the manifest (shorter or longer)
 	NotGGUF      Status = "not-gguf"      // header is not GGUF v2/v3 (an error page, a pointer)
@@ -43,7 +43,9 @@ type Spec struct {
 // not grow with the file. A pinned file is OK only when the stamp's sum is
 // the pin and the stamp's size, mtime, ctime, device and inode are the
 // file's; a stamp of the same file with another sum is HashMismatch;
-// anything else is Stale.
+// anything else is Stale. A file with no pin is OK when a stamp of the
+// same file says its sum was checked against a declared one (the server's
+// X-Linked-Etag), else Unverified.
 func Quick(s Spec, stampDir string) Status {
 	f, err := os.Open(s.Path)
 	if err != nil {
@@ -57,10 +59,15 @@ func Quick(s Spec, stampDir string) Status {
 		}
 		return st
 	}
+	rec, ok := readStamp(stampDir, s.Path)
 	if s.SHA256 == "" {
+		// No pin: the file is trusted as far as a declared sum it was
+		// checked against, while it stays the file it was.
+		if ok && rec.identity == id && rec.DeclaredBy != "" {
+			return OK
+		}
 		return Unverified
 	}
-	rec, ok := readStamp(stampDir, s.Path)
 	if !ok || rec.identity != id {
 		return Stale
 	}
@@ -128,10 +135,15 @@ func Full(s Spec, stampDir string) (Status, string, error) {
 	if identityOf(fi) != id {
 		return Stale, "", fmt.Errorf("hash %s: the file changed while it was hashed", s.Path)
 	}
-	if err := writeStamp(stampDir, s.Path, sum, id); err != nil {
-		return statusFor(s, sum), sum, err
+	st = statusFor(s, sum)
+	by := ""
+	if st == OK {
+		by = "manifest"
 	}
-	return statusFor(s, sum), sum, nil
+	if err := writeStamp(stampDir, s.Path, sum, by, id); err != nil {
+		return st, sum, err
+	}
+	return st, sum, nil
 }
 
 func statusFor(s Spec, sum string) Status {

@@ -157,7 +157,7 @@ func TestFullThenQuick(t *testing.T) {
 	if st := verify.Quick(spec, stamps); st != verify.Stale {
 		t.Fatalf("Quick after replace = %s, want stale", st)
 	}
-	if err := verify.WriteStamp(stamps, path, guardtest.Sum(good)); err != nil {
+	if err := verify.WriteStamp(stamps, path, guardtest.Sum(good), "manifest"); err != nil {
 		t.Fatal(err)
 	}
 	if st := verify.Quick(spec, stamps); st != verify.OK {
@@ -205,7 +205,7 @@ func TestStampIsPerPath(t *testing.T) {
 	if err := os.Link(a, c); err != nil {
 		t.Skip("hard links not supported:", err)
 	}
-	if err := verify.WriteStamp(stamps, a, guardtest.Sum(b)); err != nil {
+	if err := verify.WriteStamp(stamps, a, guardtest.Sum(b), "manifest"); err != nil {
 		t.Fatal(err)
 	}
 	spec := verify.Spec{Path: c, Size: 512, SHA256: guardtest.Sum(b)}
@@ -213,6 +213,55 @@ func TestStampIsPerPath(t *testing.T) {
 	// moved a's ctime, so a needs a rehash as well.
 	if st := verify.Quick(spec, stamps); st != verify.Stale {
 		t.Fatalf("Quick(c) = %s, want stale", st)
+	}
+}
+
+// A file with no pin whose sha256 was checked against what its server
+// declared is as trusted as a pinned one while it stays the file it was;
+// the stamp says who declared the sum, and outlives the file.
+func TestDeclaredStamp(t *testing.T) {
+	dir := t.TempDir()
+	stamps := filepath.Join(dir, "stamps")
+	b := guardtest.GGUF(4096)
+	path := filepath.Join(dir, "m.gguf")
+	write(t, path, b)
+	spec := verify.Spec{Path: path, Size: 4096}
+	if st := verify.Quick(spec, stamps); st != verify.Unverified {
+		t.Fatalf("Quick before = %s, want unverified", st)
+	}
+	if _, ok := verify.Recorded(stamps, path); ok {
+		t.Fatal("a record of a file never hashed")
+	}
+	by := "https://huggingface.co/org/m/resolve/main/m.gguf"
+	before := time.Now()
+	if err := verify.WriteStamp(stamps, path, guardtest.Sum(b), by); err != nil {
+		t.Fatal(err)
+	}
+	if st := verify.Quick(spec, stamps); st != verify.OK {
+		t.Fatalf("Quick after a declared stamp = %s, want ok", st)
+	}
+	rec, ok := verify.Recorded(stamps, path)
+	if !ok || rec.DeclaredBy != by || rec.Size != 4096 || rec.SHA256 != guardtest.Sum(b) || rec.At.Before(before.Add(-time.Second)) {
+		t.Fatalf("Recorded = %+v %v", rec, ok)
+	}
+	// Hashed only, checked against nothing: still unverified.
+	if err := verify.WriteStamp(stamps, path, guardtest.Sum(b), ""); err != nil {
+		t.Fatal(err)
+	}
+	if st := verify.Quick(spec, stamps); st != verify.Unverified {
+		t.Fatalf("Quick after a plain stamp = %s, want unverified", st)
+	}
+	// Another file at the path: the declaration no longer vouches for it.
+	verify.WriteStamp(stamps, path, guardtest.Sum(b), by)
+	time.Sleep(10 * time.Millisecond)
+	write(t, path, b)
+	if st := verify.Quick(spec, stamps); st != verify.Unverified {
+		t.Fatalf("Quick after a rewrite = %s, want unverified", st)
+	}
+	// Evicted: the record stays.
+	os.Remove(path)
+	if rec, ok := verify.Recorded(stamps, path); !ok || rec.Size != 4096 {
+		t.Fatalf("Recorded after eviction = %+v %v", rec, ok)
 	}
 }
 
