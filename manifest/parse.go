@@ -28,6 +28,7 @@ const (
 	DefaultGrace      = Duration(3 * time.Second)
 	DefaultLightWords = 8
 	DefaultCacheBytes = 256 << 20
+	DefaultOutput     = "build" // a build recipe's output folder, below its dir
 )
 
 // UserPath returns where the user's manifest lives when nothing names
@@ -100,6 +101,9 @@ func (m *Manifest) fill() {
 		}
 		b.Name = name
 		b.Timeout = cmp.Or(b.Timeout, heal)
+		if b.Outputs == nil {
+			b.Outputs = []string{DefaultOutput}
+		}
 	}
 	for name, t := range m.Tools {
 		if t == nil {

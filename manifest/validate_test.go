@@ -135,6 +135,12 @@ func TestParseErrors(t *testing.T) {
 		{"build step with empty program", "[builds.b]\ndir = \"/b\"\nsteps = [[\"\", \"x\"]]\n", 3, "builds.b.steps[0]: empty program name"},
 		{"build without dir", "[builds.b]\nsteps = [[\"make\"]]\n", 1, `builds.b.dir: missing: say where the build runs, such as "~/llama.cpp"`},
 		{"build needs empty", "[builds.b]\ndir = \"/b\"\nneeds = [\"\"]\nsteps = [[\"make\"]]\n", 3, "builds.b.needs[0]: empty command name"},
+		{"build output outside dir", "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\noutputs = [\"build\", \"../lib\"]\n", 4,
+			`builds.b.outputs[1]: "../lib" must be a folder below dir, such as "build": a scrub after an interrupted build removes files only there`},
+		{"build output absolute", "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\noutputs = [\"/b/build\"]\n", 4,
+			`builds.b.outputs[0]: "/b/build" must be a folder below dir, such as "build": a scrub after an interrupted build removes files only there`},
+		{"build output is dir itself", "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\noutputs = [\"./\"]\n", 4,
+			`builds.b.outputs[0]: "./" must be a folder below dir, such as "build": a scrub after an interrupted build removes files only there`},
 
 		// everything else
 		{"package name", "[packages]\n\"g++\" = \"G++\"\n", 2,
@@ -209,6 +215,7 @@ func TestParseAccepts(t *testing.T) {
 		"tool cache switch": "[tools.a]\ncache = false\n",
 		"quoted tool":       "[tools.\"llama.cpp-x\"]\nfallback = [\"y\"]\n[tools.y]\n",
 		"crlf":              "[tools.a]\r\nstall = \"1s\"\r\n",
+		"build outputs":     "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\noutputs = [\"out\", \"sub/build/\"]\n",
 	}
 	for name, doc := range tests {
 		t.Run(name, func(t *testing.T) {
