@@ -34,7 +34,8 @@ func Status(e *guard.Engine, out io.Writer, o StatusOptions) (bool, error) {
 	if o.Events > 0 {
 		events, err := heallog.Read(c.LogPath, o.Events, o.Since)
 		if err != nil {
-			return false, fmt.Errorf("read heal log: %w", err)
+			// The report is still worth having without its events.
+			e.Say("cannot read the heal log: %v; no events shown", err)
 		}
 		r.Events = append(r.Events, events...)
 	}
