@@ -313,6 +313,19 @@ urls = ["https://example.com/m.gguf"]
 			os.WriteFile(p, []byte("Entry not found"), 0o644)
 			return []string{"llama-completion", "-m", p, "-p", "hi"}
 		}, status: 127, stderr: `model .*/other\.gguf: .*(not a GGUF|Entry not found).*the manifest does not know this file`},
+		{name: "control characters in names", setup: func(t *testing.T, e *faultEnv) []string {
+			e.WriteManifest("[tools.\"evil\\nname\"]\npath = \"/nonexistent\\u001b[2J\"\n[[models]]\nfile = \"m\\r.gguf\"\nsize = 8\n")
+			return []string{"guard", "status", "--events", "0"}
+		}, status: 1, check: func(t *testing.T, e *faultEnv, r faultResult) {
+			if strings.ContainsAny(r.Stdout, "\r\x1b") {
+				t.Errorf("a control character reached the status table:\n%q", r.Stdout)
+			}
+			for _, want := range []string{"\n  \"evil\\nname\"  ok  -> guard\n", "\n  \"evil\\nname\"  missing  \"not found; tried /nonexistent\\x1b[2J\"\n", "\n  \"m\\r.gguf\"    missing  needs 8 B\n"} {
+				if !strings.Contains(r.Stdout, want) {
+					t.Errorf("status lacks %q:\n%s", want, r.Stdout)
+				}
+			}
+		}},
 		{name: "tool missing, no recipe", setup: func(t *testing.T, e *faultEnv) []string {
 			os.Remove(filepath.Join(e.Bin, "npx"))
 			e.Env = append(e.Env, "PATH="+e.ShimDir+":"+e.Bin)

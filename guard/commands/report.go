@@ -90,7 +90,7 @@ type CacheState struct {
 	SavedSeconds float64 `json:"saved_seconds"`
 }
 
-// needsHealing names what keeps the report from being healthy: a shim that
+// needsHealing names (printable) what keeps the report from being healthy: a shim that
 // is not ok, a tool missing or broken, a model a call could not use, or the
 // shim folder not first in PATH. Missing packages and auth never count:
 // packages are installed when a heal needs them, auth never blocks a call.
@@ -101,17 +101,17 @@ func (r *Report) needsHealing() []string {
 	}
 	for _, s := range r.Shims {
 		if s.State != "ok" {
-			out = append(out, "shim "+s.Name)
+			out = append(out, "shim "+printable(s.Name))
 		}
 	}
 	for _, t := range r.Tools {
 		if t.State != "ok" {
-			out = append(out, "tool "+t.Name)
+			out = append(out, "tool "+printable(t.Name))
 		}
 	}
 	for _, m := range r.Models {
 		if !modelUsable(m.State) {
-			out = append(out, "model "+m.File)
+			out = append(out, "model "+printable(m.File))
 		}
 	}
 	return out

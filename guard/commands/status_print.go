@@ -44,8 +44,8 @@ func (p *printer) mark(ok bool, s string) string {
 }
 
 // tilde writes a path under HOME as ~/..., which is shorter and the same
-// on every machine.
-func (p *printer) tilde(path string) string { return tilde(p.home, path) }
+// on every machine, as a printable cell.
+func (p *printer) tilde(path string) string { return printable(tilde(p.home, path)) }
 
 func tilde(home, path string) string {
 	if home == "" || home == "/" {
@@ -60,12 +60,14 @@ func tilde(home, path string) string {
 	return path
 }
 
-// tildeAll applies tilde to every path-looking word of a message.
+// tildeAll applies tilde to every path-looking word of a message's first
+// line, and makes it printable.
 func (p *printer) tildeAll(s string) string {
-	if p.home == "" || p.home == "/" {
-		return s
+	s = oneLine(s)
+	if p.home != "" && p.home != "/" {
+		s = strings.ReplaceAll(s, p.home+"/", "~/")
 	}
-	return strings.ReplaceAll(s, p.home+"/", "~/")
+	return printable(s)
 }
 
 func (p *printer) print(out io.Writer, r *Report) {
@@ -91,7 +93,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 		if s.Name == "guard" {
 			what = "guard's own copy"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, p.mark(s.State == "ok", s.State), what)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(s.Name), p.mark(s.State == "ok", s.State), what)
 	}
 
 	section("tools")
@@ -101,15 +103,15 @@ func (p *printer) print(out io.Writer, r *Report) {
 			detail += " (" + libs + ")"
 		}
 		if t.Reason != "" {
-			detail = p.tildeAll(oneLine(t.Reason))
+			detail = p.tildeAll(t.Reason)
 		}
 		heal := ""
 		if t.Build != "" {
-			heal = "build " + t.Build
+			heal = "build " + printable(t.Build)
 		} else if t.Package != "" {
-			heal = "package " + t.Package
+			heal = "package " + printable(t.Package)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.Name, p.mark(t.State == "ok", t.State), detail, heal)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", printable(t.Name), p.mark(t.State == "ok", t.State), detail, heal)
 	}
 
 	if len(r.Builds) > 0 {
@@ -119,7 +121,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 			if !b.DirExists {
 				src = "source missing"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\tlog %s\n", b.Name, p.tilde(b.Dir), p.mark(b.DirExists, src), p.tilde(b.Log))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\tlog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), p.tilde(b.Log))
 		}
 	}
 
@@ -130,7 +132,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 			if !pk.Present {
 				state = p.paint(yellow, "missing (installed when a heal needs it)")
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", pk.Command, pk.Package, state)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(pk.Command), printable(pk.Package), state)
 		}
 	}
 
@@ -142,7 +144,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 			section("models")
 		}
 		for _, m := range r.Models {
-			name := m.File
+			name := printable(m.File)
 			if dir == "" {
 				name = p.tilde(m.Path)
 			}
@@ -150,7 +152,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 			if m.State == "unverified" {
 				state = p.paint(yellow, m.State)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", name, m.Role, state, p.modelDetail(m))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", name, printable(m.Role), state, p.modelDetail(m))
 		}
 	}
 
@@ -159,9 +161,9 @@ func (p *printer) print(out io.Writer, r *Report) {
 		for _, a := range r.Auth {
 			state := p.paint(green, "ok") + " " + p.tilde(a.Found)
 			if !a.OK {
-				state = p.paint(yellow, "missing") + " (never blocks a call): " + a.Hint
+				state = p.paint(yellow, "missing") + " (never blocks a call): " + p.tildeAll(a.Hint)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\n", a.Name, state)
+			fmt.Fprintf(tw, "  %s\t%s\n", printable(a.Name), state)
 		}
 	}
 
@@ -178,8 +180,8 @@ func (p *printer) print(out io.Writer, r *Report) {
 			if e.DurationMS > 0 {
 				dur = (time.Duration(e.DurationMS) * time.Millisecond).Round(time.Millisecond).String()
 			}
-			result := p.mark(e.Result == "" || e.Result == "ok", e.Result)
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", when(e.TS), e.Event, e.Tool, p.tildeAll(oneLine(firstOf(e.Target, e.Reason))), result, dur)
+			result := p.mark(e.Result == "" || e.Result == "ok", printable(e.Result))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", when(e.TS), printable(e.Event), printable(e.Tool), p.tildeAll(firstOf(e.Target, e.Reason)), result, dur)
 		}
 	}
 	tw.Flush()
@@ -227,7 +229,7 @@ func (p *printer) modelDetail(m ModelState) string {
 		s = humanBytes(m.OnDisk) + " of " + humanBytes(m.Size)
 	}
 	if !m.RetryAfter.IsZero() {
-		s += fmt.Sprintf("; last heal failed (%s), retried after %s or by guard heal", oneLine(m.Reason), m.RetryAfter.Local().Format("15:04:05"))
+		s += fmt.Sprintf("; last heal failed (%s), retried after %s or by guard heal", p.tildeAll(m.Reason), m.RetryAfter.Local().Format("15:04:05"))
 	}
 	return s
 }

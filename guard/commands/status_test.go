@@ -336,3 +336,40 @@ func TestUseColourOnlyOnATerminal(t *testing.T) {
 		t.Error("colour on a dumb terminal")
 	}
 }
+
+// Names come from the manifest (a quoted TOML key may hold a newline) and
+// the log (anyone's text): a control character in one is written escaped,
+// so it can neither break the table into extra lines nor reach the
+// terminal as an escape sequence.
+func TestStatusEscapesControlCharacters(t *testing.T) {
+	r := &Report{
+		ShimDir: "/h/.shim", ShimDirFirst: true, Manifest: "/h/m.toml", LogPath: "/tmp/selfheal.log",
+		Shims:    []ShimState{{"guard", "ok"}, {"evil\nname", "missing"}},
+		Tools:    []ToolState{{Name: "evil\nname", State: "missing", Reason: "not found; tried /bin/evil\x1b[2J"}},
+		Packages: []PackageState{{"cmd\tx", "pkg", true}},
+		Models:   []ModelState{{File: "m\x1b[31m.gguf", Path: "/h/m\x1b[31m.gguf", Size: 10, State: "missing"}},
+		Auth:     []AuthState{{Name: "a\u2028b", Hint: "log in\r"}},
+		Events:   []heallog.Record{{Event: "shim.recreate", Tool: "a\rb", Target: "/h/.shim/a\rb", Result: "ok\x07"}},
+	}
+	var out bytes.Buffer
+	(&printer{home: "/h", showEvents: true}).print(&out, r)
+	text := out.String()
+	if strings.ContainsAny(text, "\r\t\x1b\x07\u2028") {
+		t.Fatalf("a control character reached the report:\n%q", text)
+	}
+	for _, want := range []string{
+		"guard: needs healing: shim \"evil\\nname\", tool \"evil\\nname\", model \"m\\x1b[31m.gguf\"; run guard heal\n",
+		"  \"evil\\nname\"  missing  -> guard\n",
+		"  \"cmd\\tx\"  pkg  present\n",
+		"\"~/.shim/a\\rb\"",
+		"\"ok\\a\"",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
+		}
+	}
+	lines := strings.Count(text, "\n")
+	if want := 24; lines != want { // one a row, as without the control characters
+		t.Errorf("%d lines, want %d:\n%s", lines, want, text)
+	}
+}
