@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/install"
@@ -102,7 +103,7 @@ func CacheStats(e *guard.Engine, out io.Writer) error {
 	store := e.PromptCache()
 	st, err := store.Stats()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read cache: %w", err)
+		return cacheError("read", store.Dir, err)
 	}
 	fmt.Fprintf(out, "entries  %d\nbytes    %d\nhits     %d\nmisses   %d\nsaved    %.1fs\nfolder   %s\n",
 		st.Entries, st.Bytes, st.Hits, st.Misses, st.SavedSeconds, store.Dir)
@@ -114,10 +115,20 @@ func CacheClear(e *guard.Engine, out io.Writer) error {
 	store := e.PromptCache()
 	st, _ := store.Stats()
 	if err := store.Clear(); err != nil {
-		return fmt.Errorf("clear cache: %w", err)
+		return cacheError("clear", store.Dir, err)
 	}
 	fmt.Fprintf(out, "removed %d cached answers (%d bytes)\n", st.Entries, st.Bytes)
 	return nil
+}
+
+// cacheError says in a sentence why the prompt cache in dir could not be
+// read or cleared, and what to do; an error it has no words for is kept.
+func cacheError(verb, dir string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("cannot %s the prompt cache in %s: it is read-only or not yours; set GUARD_STATE_DIR to a folder of your own", verb, dir)
+	}
+	return fmt.Errorf("cannot %s the prompt cache in %s: %w", verb, dir, err)
 }
 
 // sortedKeys returns a map's keys in order, for stable output.
