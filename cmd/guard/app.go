@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -52,9 +53,10 @@ func newApp(w guard.World) *cli.App {
 			installCommand, uninstallCommand, statusCommand, healCommand, execCommand,
 			askCommand, cacheCommand, manifestCommand, completionCommand,
 		},
-		OnUsageError: usageError("guard"),
+		OnUsageError: usageError("guard", nil),
 		Action:       rootAction,
 	}
+	app.OnUsageError = usageError("guard", func() []cli.Flag { return append(app.Flags, cli.VersionFlag, cli.HelpFlag) })
 	for _, cmd := range app.Commands {
 		strict(cmd, "guard "+cmd.Name)
 	}
@@ -70,16 +72,28 @@ func usage(synopsis, example string) string {
 // exit status 2 instead of a page of help, and hides the help subcommand
 // that urfave/cli would add next to real ones.
 func strict(cmd *cli.Command, fullName string) {
-	cmd.OnUsageError = usageError(fullName)
+	cmd.OnUsageError = usageError(fullName, func() []cli.Flag { return append(cmd.Flags, cli.HelpFlag) })
 	cmd.HideHelpCommand = true
+	if len(cmd.Subcommands) > 0 && cmd.Action == nil {
+		cmd.Action = parentAction(cmd, fullName)
+	}
 	for _, sub := range cmd.Subcommands {
 		strict(sub, fullName+" "+sub.Name)
 	}
 }
 
-func usageError(fullName string) cli.OnUsageErrorFunc {
+// usageError makes a usage mistake one line and exit 2; an unknown flag
+// near one of flags gets it as a suggestion.
+func usageError(fullName string, flags func() []cli.Flag) cli.OnUsageErrorFunc {
 	return func(_ *cli.Context, err error, _ bool) error {
-		return cli.Exit(fmt.Sprintf("%v; see %s --help", err, fullName), 2)
+		msg := err.Error() + ";"
+		if bad, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok && flags != nil && cli.SuggestFlag != nil {
+			bad = strings.TrimLeft(strings.TrimSuffix(bad, ";"), "-")
+			if s := cli.SuggestFlag(flags(), bad, false); near(strings.TrimLeft(s, "-"), bad) {
+				msg += " did you mean " + s + "?"
+			}
+		}
+		return cli.Exit(fmt.Sprintf("%s see %s --help", msg, fullName), 2)
 	}
 }
 
@@ -95,7 +109,58 @@ func rootAction(ctx *cli.Context) error {
 	case args.First() == "help":
 		return cli.ShowAppHelp(ctx)
 	}
-	return cli.Exit(fmt.Sprintf("%q is not a guard command; see guard --help", args.First()), 2)
+	return notACommand("guard", args.First(), ctx.App.Commands)
+}
+
+// parentAction runs for a command that only groups others (cache,
+// manifest): alone it is its help, with a word that names none of them a
+// usage mistake.
+func parentAction(cmd *cli.Command, fullName string) cli.ActionFunc {
+	return func(ctx *cli.Context) error {
+		if ctx.Args().Len() == 0 {
+			return cli.ShowSubcommandHelp(ctx)
+		}
+		return notACommand(fullName, ctx.Args().First(), cmd.Subcommands)
+	}
+}
+
+// notACommand is exit 2 for word under parent, with the command it most
+// likely meant (urfave/cli's suggestion); "version" means --version.
+func notACommand(parent, word string, commands []*cli.Command) error {
+	msg := fmt.Sprintf("%q is not a %s command;", word, parent)
+	switch {
+	case parent == "guard" && strings.TrimLeft(word, "-") == "version":
+		msg += " did you mean guard --version?"
+	case cli.SuggestCommand != nil:
+		if s := suggestCommand(commands, word); near(s, word) {
+			msg += " did you mean " + parent + " " + s + "?"
+		}
+	}
+	return cli.Exit(msg+" see "+parent+" --help", 2)
+}
+
+// near keeps urfave/cli's suggestions (the best match by Jaro-Winkler,
+// however poor) to likely typos: the same first letter.
+func near(suggestion, word string) bool {
+	return suggestion != "" && word != "" && suggestion[0] == word[0]
+}
+
+// suggestCommand is urfave/cli's suggestion of the visible command nearest
+// word, without the help command.
+func suggestCommand(commands []*cli.Command, word string) string {
+	var visible []*cli.Command
+	for _, c := range commands {
+		if !c.Hidden {
+			visible = append(visible, &cli.Command{Name: c.Name})
+		}
+	}
+	defer func(t string) { cli.SuggestDidYouMeanTemplate = t }(cli.SuggestDidYouMeanTemplate)
+	cli.SuggestDidYouMeanTemplate = "%s"
+	s := cli.SuggestCommand(visible, word)
+	if s == "help" || s == "h" {
+		return ""
+	}
+	return s
 }
 
 func versionString() string {

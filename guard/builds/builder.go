@@ -198,6 +198,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 			return fail(&BuildError{Target: target, Reason: h.Reason, Status: -1})
 		}
 	}
+	b.recordBuild(name, time.Since(start), time.Now())
 	took := time.Since(start).Round(100 * time.Millisecond)
 	fmt.Fprintf(logf, "== guard: build %s ok in %s\n", name, took)
 	rep.Stop(fmt.Sprintf("guard: rebuilt %s in %s", name, took))
