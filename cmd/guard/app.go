@@ -19,6 +19,7 @@ var version = "dev"
 
 func runApp(w guard.World, args []string) int {
 	app := newApp(w)
+	app.Metadata[argsKey] = args
 	err := app.Run(args)
 	var coder cli.ExitCoder
 	switch {
@@ -35,8 +36,12 @@ func runApp(w guard.World, args []string) int {
 	}
 }
 
-// worldKey is where the app keeps the World its actions run in.
-const worldKey = "guard.world"
+// worldKey is where the app keeps the World its actions run in; argsKey
+// its command line (completion reads the word being completed there).
+const (
+	worldKey = "guard.world"
+	argsKey  = "guard.args"
+)
 
 func newApp(w guard.World) *cli.App {
 	app := &cli.App{
@@ -181,6 +186,12 @@ func versionString() string {
 // worldOf is the World the app was started in.
 func worldOf(ctx *cli.Context) guard.World { return ctx.App.Metadata[worldKey].(guard.World) }
 
+// argsOf is the command line the app was started with.
+func argsOf(ctx *cli.Context) []string {
+	args, _ := ctx.App.Metadata[argsKey].([]string)
+	return args
+}
+
 // engine loads the configuration for a command and starts the engine on
 // it; with repair it also mends the shim folder, as every guard invocation
 // does but install and uninstall, which manage the folder themselves.
@@ -260,9 +271,19 @@ var statusCommand = &cli.Command{
 var healCommand = &cli.Command{
 	Name:      "heal",
 	Usage:     "heal everything now (or the named tools and models): shims, packages, builds, models, auth",
-	UsageText: usage("guard heal [NAME...]", "guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
+	UsageText: usage("guard heal [--dry-run] [--json] [NAME...]", "guard heal --dry-run && guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "dry-run", Usage: "say what a heal would do and what it costs (downloads, builds), and do nothing"},
+		&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object (schema in the README)"},
+	},
+	BashComplete: completeNames,
 	Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
-		if !commands.Heal(ctx.Context, e, e.Config().Stdout, ctx.Args().Slice()) {
+		o := commands.HealOptions{Names: ctx.Args().Slice(), DryRun: ctx.Bool("dry-run"), JSON: ctx.Bool("json")}
+		ok, err := commands.Heal(ctx.Context, e, e.Config().Stdout, o)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			return cli.Exit("some things could not be healed (see above)", 1)
 		}
 		return nil
@@ -274,6 +295,7 @@ var execCommand = &cli.Command{
 	Usage:           "run NAME exactly as its shim would",
 	UsageText:       usage("guard exec NAME -- ARGS...", "guard exec npx -- cowsay hi"),
 	SkipFlagParsing: true,
+	BashComplete:    completeNames,
 	Action: func(ctx *cli.Context) error {
 		args := ctx.Args().Slice()
 		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
@@ -345,7 +367,20 @@ var manifestCommand = &cli.Command{
 			UsageText: usage("guard manifest check [FILE]", "guard manifest check my-manifest.toml"),
 			Action: func(ctx *cli.Context) error {
 				w := worldOf(ctx)
-				return exitErr(commands.ManifestCheck(w.Stdout, ctx.Args().First(), w.Getenv("HOME")), 125)
+				file := ctx.Args().First()
+				if err := commands.ManifestCheck(w.Stdout, file, w.Getenv("HOME")); err != nil {
+					return exitErr(err, 125)
+				}
+				e, err := engine(ctx, false)
+				if err != nil {
+					if file != "" {
+						return nil // FILE is fine; the manifest in use is not FILE
+					}
+					return err
+				}
+				defer e.Close()
+				commands.LinkTools(e, w.Stdout, file)
+				return nil
 			},
 		},
 		{
@@ -369,16 +404,18 @@ var manifestCommand = &cli.Command{
 
 var completionCommand = &cli.Command{
 	Name:      "completion",
-	Usage:     "print the shell completion script (bash or zsh)",
-	UsageText: usage("guard completion bash|zsh", "source <(guard completion bash)"),
+	Usage:     "print the shell completion script (bash, zsh or fish); it completes commands, flags, and tool and model names",
+	UsageText: usage("guard completion bash|zsh|fish", "source <(guard completion bash)"),
 	Action: func(ctx *cli.Context) error {
 		switch ctx.Args().First() {
 		case "", "bash":
 			fmt.Fprint(ctx.App.Writer, bashCompletion)
 		case "zsh":
 			fmt.Fprint(ctx.App.Writer, zshCompletion)
+		case "fish":
+			fmt.Fprint(ctx.App.Writer, fishCompletion)
 		default:
-			return cli.Exit(fmt.Sprintf("no completion for %q: use bash or zsh", ctx.Args().First()), 2)
+			return cli.Exit(fmt.Sprintf("no completion for %q: use bash, zsh or fish", ctx.Args().First()), 2)
 		}
 		return nil
 	},
@@ -409,7 +446,8 @@ func engineAction(repair bool, run func(*cli.Context, *guard.Engine) error) cli.
 	}
 }
 
-// exitErr turns an error into guard's message and the given status.
+// exitErr turns an error into guard's message and the given status; a
+// usage error is exit 2 whatever code says.
 func exitErr(err error, code int) error {
 	if err == nil {
 		return nil
@@ -417,6 +455,10 @@ func exitErr(err error, code int) error {
 	var coder cli.ExitCoder
 	if errors.As(err, &coder) {
 		return err
+	}
+	var usage *commands.UsageError
+	if errors.As(err, &usage) {
+		code = 2
 	}
 	return cli.Exit(err.Error(), code)
 }

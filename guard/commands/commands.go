@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 
 	"github.com/sandbox-guard/guard/guard"
@@ -98,6 +97,32 @@ func ManifestCheck(out io.Writer, file, home string) error {
 	return nil
 }
 
+// LinkTools is the second half of `guard manifest check` when file (""
+// for the default) is the manifest in use: the shim folder is mended for
+// it at once, so a tool just added gets its link now rather than on the
+// next call. It says which links it made.
+func LinkTools(e *guard.Engine, out io.Writer, file string) {
+	c := e.Config()
+	if file != "" && !sameFile(file, c.M.Source) {
+		return
+	}
+	var missing []string
+	for _, name := range sortedKeys(c.M.Tools) {
+		if shimState(c.ShimDir, name).State == "missing" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	e.Repair()
+	for _, name := range missing {
+		if shimState(c.ShimDir, name).State == "ok" {
+			fmt.Fprintf(out, "linked %s -> %s\n", tilde(c.Home, filepath.Join(c.ShimDir, name)), install.GuardName)
+		}
+	}
+}
+
 // CacheStats is `guard cache stats`.
 func CacheStats(e *guard.Engine, out io.Writer) error {
 	store := e.PromptCache()
@@ -129,14 +154,4 @@ func cacheError(verb, dir string, err error) error {
 		return fmt.Errorf("cannot %s the prompt cache in %s: it is read-only or not yours; set GUARD_STATE_DIR to a folder of your own", verb, dir)
 	}
 	return fmt.Errorf("cannot %s the prompt cache in %s: %w", verb, dir, err)
-}
-
-// sortedKeys returns a map's keys in order, for stable output.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -76,24 +76,23 @@ func (p *printer) print(out io.Writer, r *Report) {
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	section := func(title string) { fmt.Fprintf(tw, "\n%s\n", p.paint(bold, title)) }
 
-	if todo := r.needsHealing(); len(todo) > 0 {
-		fmt.Fprintf(tw, "guard: %s: %s; run guard heal\n", p.mark(false, "needs healing"), strings.Join(todo, ", "))
-	} else {
-		fmt.Fprintf(tw, "guard: %s\n", p.mark(true, "healthy"))
-	}
+	p.headline(tw, r)
 	fmt.Fprintf(tw, "manifest: %s\n", p.tilde(r.Manifest))
 
 	first := "yes"
 	if !r.ShimDirFirst {
-		first = "no; run: export PATH=\"" + r.ShimDir + ":$PATH\""
+		first = "no; run: " + fixPath(r.ShimDir)
 	}
 	section("shims (" + p.tilde(r.ShimDir) + ", first in PATH: " + p.mark(r.ShimDirFirst, first) + ")")
 	for _, s := range r.Shims {
 		what := "-> guard"
-		if s.Name == "guard" {
+		switch {
+		case s.Name == "guard":
 			what = "guard's own copy"
+		case s.State == "stale":
+			what = "-> guard (no tool of that name in the manifest; guard heal removes it)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(s.Name), p.mark(s.State == "ok", s.State), what)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(s.Name), p.mark(s.State == "ok" || s.State == "stale", s.State), what)
 	}
 
 	section("tools")
@@ -111,7 +110,11 @@ func (p *printer) print(out io.Writer, r *Report) {
 		} else if t.Package != "" {
 			heal = "package " + printable(t.Package)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", printable(t.Name), p.mark(t.State == "ok", t.State), detail, heal)
+		state := p.mark(t.State == "ok", t.State)
+		if t.State == "not-built" {
+			state = p.paint(yellow, t.State)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", printable(t.Name), state, detail, heal)
 	}
 
 	if len(r.Builds) > 0 {
@@ -120,8 +123,15 @@ func (p *printer) print(out io.Writer, r *Report) {
 			src := "source present"
 			if !b.DirExists {
 				src = "source missing"
+				if b.Repo != "" {
+					src += " (cloned from " + printable(b.Repo) + ")"
+				}
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\tlog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), p.tilde(b.Log))
+			last := "never built here"
+			if b.BuildMS > 0 {
+				last = "last built in " + took(time.Duration(b.BuildMS)*time.Millisecond)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\tlog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), last, p.tilde(b.Log))
 		}
 	}
 
@@ -149,7 +159,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 				name = p.tilde(m.Path)
 			}
 			state := p.mark(modelUsable(m.State), m.State)
-			if m.State == "unverified" {
+			if m.State == "unverified" || m.State == "not-fetched" {
 				state = p.paint(yellow, m.State)
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", name, printable(m.Role), state, p.modelDetail(m))
@@ -185,6 +195,41 @@ func (p *printer) print(out io.Writer, r *Report) {
 		}
 	}
 	tw.Flush()
+}
+
+// headline is the report's first lines: "healthy", or one line for each
+// command that fixes something, naming what it fixes; then what was never
+// fetched here, which a call fetches when it needs it.
+func (p *printer) headline(w io.Writer, r *Report) {
+	problems := r.problems()
+	if len(problems) == 0 {
+		fmt.Fprintf(w, "guard: %s\n", p.mark(true, "healthy"))
+	}
+	var fixes []string
+	byFix := map[string][]string{}
+	for _, pr := range problems {
+		if byFix[pr.Fix] == nil {
+			fixes = append(fixes, pr.Fix)
+		}
+		byFix[pr.Fix] = append(byFix[pr.Fix], pr.What)
+	}
+	for _, fix := range fixes {
+		items := strings.Join(byFix[fix], ", ")
+		switch fix {
+		case fixHeal:
+			fmt.Fprintf(w, "guard: %s: %s; run guard heal\n", p.mark(false, "needs healing"), items)
+		case fixInstall:
+			fmt.Fprintf(w, "guard: %s: %s; run guard install\n", p.mark(false, "not installed"), p.tilde(r.ShimDir))
+		case fixInstallForce:
+			fmt.Fprintf(w, "guard: %s: %s (a file guard did not put there); run guard install --force\n", p.mark(false, "in the way"), items)
+		default: // the PATH line
+			fmt.Fprintf(w, "guard: %s: %s; run: %s\n", p.mark(false, "not first in PATH"), p.tilde(r.ShimDir), fix)
+		}
+	}
+	if todo := r.notFetched(); len(todo) > 0 {
+		fmt.Fprintf(w, "guard: %s: %s; a call fetches what it needs, or see guard heal --dry-run\n",
+			p.paint(yellow, "not fetched yet"), strings.Join(todo, ", "))
+	}
 }
 
 // writeTrimmed copies text to out without what tabwriter leaves after a
@@ -223,8 +268,10 @@ func (p *printer) modelDetail(m ModelState) string {
 	switch {
 	case modelUsable(m.State) || m.State == "stale" || m.State == "hash-mismatch":
 		s = humanBytes(m.Size)
+	case m.State == "not-fetched":
+		s = "download " + humanBytes(m.DownloadBytes)
 	case m.State == "missing":
-		s = "needs " + humanBytes(m.Size)
+		s = "needs " + humanBytes(m.DownloadBytes)
 	default:
 		s = humanBytes(m.OnDisk) + " of " + humanBytes(m.Size)
 	}
