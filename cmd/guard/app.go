@@ -340,9 +340,12 @@ var cacheCommand = &cli.Command{
 		{
 			Name:      "stats",
 			Usage:     "entries, bytes, hits, misses and seconds saved",
-			UsageText: usage("guard cache stats", "guard cache stats"),
+			UsageText: usage("guard cache stats [--json]", "guard cache stats"),
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in the README)"},
+			},
 			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
-				return commands.CacheStats(e, e.Config().Stdout)
+				return commands.CacheStats(e, e.Config().Stdout, ctx.Bool("json"))
 			}),
 		},
 		{
@@ -385,10 +388,13 @@ var manifestCommand = &cli.Command{
 		},
 		{
 			Name:      "show",
-			Usage:     "print the effective manifest",
-			UsageText: usage("guard manifest show", "guard manifest show > my-manifest.toml"),
+			Usage:     "print the manifest in use as written (the user's file with its comments, else the embedded default); --json: the effective one",
+			UsageText: usage("guard manifest show [--json]", "guard manifest show > my-manifest.toml"),
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "the effective manifest (defaults applied, paths expanded) as one JSON object"},
+			},
 			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
-				return e.Config().M.Encode(e.Config().Stdout)
+				return commands.ManifestShow(e, e.Config().Stdout, ctx.Bool("json"))
 			}),
 		},
 		{

@@ -6,6 +6,8 @@
 package commands
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/BurntSushi/toml"
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/install"
@@ -123,12 +127,57 @@ func LinkTools(e *guard.Engine, out io.Writer, file string) {
 	}
 }
 
-// CacheStats is `guard cache stats`.
-func CacheStats(e *guard.Engine, out io.Writer) error {
+// ManifestShow is `guard manifest show`: the manifest in use as written,
+// the user's file (validated again, then printed as is, comments and ~/
+// paths kept) or the embedded default's text; with asJSON the effective
+// manifest, defaults applied and paths expanded, keyed as in TOML.
+func ManifestShow(e *guard.Engine, out io.Writer, asJSON bool) error {
+	c := e.Config()
+	if asJSON {
+		var text bytes.Buffer
+		if err := c.M.Encode(&text); err != nil {
+			return err
+		}
+		var doc map[string]any
+		if _, err := toml.Decode(text.String(), &doc); err != nil {
+			return fmt.Errorf("manifest show: %w", err)
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(doc)
+	}
+	data := manifest.DefaultTOML()
+	if c.M.Source != manifest.EmbeddedSource {
+		var err error
+		if data, err = os.ReadFile(c.M.Source); err != nil {
+			return fmt.Errorf("read manifest: %w", err)
+		}
+		if _, err := manifest.Parse(c.M.Source, data, c.Home); err != nil {
+			return err // changed since guard read it, and now wrong
+		}
+	}
+	_, err := out.Write(data)
+	return err
+}
+
+// CacheStatsReport is what `guard cache stats --json` prints: the keys of
+// status's cache, and the folder.
+type CacheStatsReport struct {
+	CacheState
+	Folder string `json:"folder"`
+}
+
+// CacheStats is `guard cache stats [--json]`.
+func CacheStats(e *guard.Engine, out io.Writer, asJSON bool) error {
 	store := e.PromptCache()
 	st, err := store.Stats()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return cacheError("read", store.Dir, err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(CacheStatsReport{CacheState{st.Entries, st.Bytes, st.Hits, st.Misses, st.SavedSeconds}, store.Dir})
 	}
 	fmt.Fprintf(out, "entries  %d\nbytes    %d\nhits     %d\nmisses   %d\nsaved    %.1fs\nfolder   %s\n",
 		st.Entries, st.Bytes, st.Hits, st.Misses, st.SavedSeconds, store.Dir)
