@@ -55,7 +55,7 @@ func newApp(w guard.World) *cli.App {
 		HideHelpCommand:      true,
 		ExitErrHandler:       func(*cli.Context, error) {}, // runApp prints errors once, in guard's voice
 		Commands: []*cli.Command{
-			installCommand, uninstallCommand, statusCommand, healCommand, execCommand,
+			installCommand, uninstallCommand, statusCommand, healCommand, whichCommand, execCommand,
 			askCommand, cacheCommand, manifestCommand, completionCommand,
 		},
 		OnUsageError: usageError("guard", nil),
@@ -285,6 +285,22 @@ var healCommand = &cli.Command{
 		}
 		if !ok {
 			return cli.Exit("some things could not be healed (see above)", 1)
+		}
+		return nil
+	}),
+}
+
+var whichCommand = &cli.Command{
+	Name:         "which",
+	Usage:        "show what NAME runs: the real target, its binary and the libraries it loads, its build or package, its models; or a model file's state",
+	UsageText:    usage("guard which NAME", "guard which llama-completion"),
+	BashComplete: completeNames,
+	Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+		if ctx.Args().Len() != 1 {
+			return cli.Exit("which needs one tool or model name: guard which NAME", 2)
+		}
+		if !commands.Which(e, e.Config().Stdout, ctx.Args().First()) {
+			return cli.Exit("", 1)
 		}
 		return nil
 	}),

@@ -120,18 +120,8 @@ func (p *printer) print(out io.Writer, r *Report) {
 	if len(r.Builds) > 0 {
 		section("builds")
 		for _, b := range r.Builds {
-			src := "source present"
-			if !b.DirExists {
-				src = "source missing"
-				if b.Repo != "" {
-					src += " (cloned from " + printable(b.Repo) + ")"
-				}
-			}
-			last := "never built here"
-			if b.BuildMS > 0 {
-				last = "last built in " + took(time.Duration(b.BuildMS)*time.Millisecond)
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\tlog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), last, p.tilde(b.Log))
+			src := sourceText(b)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\tlog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), lastBuilt(b), p.tilde(b.Log))
 		}
 	}
 

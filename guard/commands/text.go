@@ -37,3 +37,24 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// lastBuilt says what a recipe's rebuild cost last time, or that it never
+// ran to a good end here.
+func lastBuilt(b BuildState) string {
+	if b.BuildMS > 0 {
+		return "last built in " + took(time.Duration(b.BuildMS)*time.Millisecond)
+	}
+	return "never built here"
+}
+
+// sourceText says whether a recipe's source folder is there, and where a
+// heal would clone it from when it is not.
+func sourceText(b BuildState) string {
+	switch {
+	case b.DirExists:
+		return "source present"
+	case b.Repo != "":
+		return "source missing (cloned from " + printable(b.Repo) + ")"
+	}
+	return "source missing"
+}
