@@ -49,6 +49,14 @@ func Install(c *guard.Config, out io.Writer, noRC, force bool) error {
 	if err != nil {
 		return fmt.Errorf("install: %w", err)
 	}
+	removed, err := removeStaleLinks(c)
+	for _, name := range removed {
+		r.Changes = append(r.Changes, name)
+		fmt.Fprintf(out, "removed %s (no tool of that name in the manifest)\n", filepath.Join(c.ShimDir, name))
+	}
+	if err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
 	if len(r.Changes) == 0 {
 		fmt.Fprintf(out, "guard is already installed in %s; nothing changed\n", c.ShimDir)
 	}
