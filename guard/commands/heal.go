@@ -200,7 +200,7 @@ func (h *healer) tools(ctx context.Context, r *Report, jobs []*job, want func(st
 			case first:
 				h.add("tool", t.Name, "would-heal", j.what())
 			default:
-				h.add("tool", t.Name, "would-heal", "the same "+strings.Fields(j.what())[0]+" of "+printable(j.name))
+				h.add("tool", t.Name, "would-heal", j.again())
 			}
 			continue
 		}

@@ -36,7 +36,7 @@ func plan(c *guard.Config, r *Report, want func(string) bool) []*job {
 			continue
 		}
 		j := toolJob(c, c.M.Tools[t.Name])
-		if have := byKey[j.kind+":"+j.name]; have != nil && j.kind != "none" {
+		if have := byKey[j.kind+":"+j.name]; have != nil {
 			have.tools = append(have.tools, t.Name)
 			continue
 		}
@@ -102,6 +102,15 @@ func (j *job) what() string {
 		return "verify (hash " + humanBytes(j.bytes) + ")"
 	}
 	return ""
+}
+
+// again is what a dry run says of the second and later tools of a build
+// or package job: the job is not run again for them.
+func (j *job) again() string {
+	if j.kind == "package" {
+		return "the same install of package " + printable(j.name)
+	}
+	return "the same build of " + printable(j.name)
 }
 
 // planLine is the plan in one line, said before a heal starts: "build

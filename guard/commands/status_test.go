@@ -232,7 +232,7 @@ func TestStatusJSONListsAreNeverNull(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"shims", "tools", "builds", "packages", "models", "auth", "events"} {
+	for _, k := range []string{"problems", "not_fetched", "shims", "tools", "builds", "packages", "models", "auth", "events"} {
 		if _, ok := got[k].([]any); !ok {
 			t.Errorf("%s is %v, want a list", k, got[k])
 		}
