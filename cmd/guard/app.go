@@ -58,8 +58,7 @@ func newApp(w guard.World) *cli.App {
 			installCommand, uninstallCommand, statusCommand, healCommand, whichCommand, execCommand,
 			askCommand, cacheCommand, manifestCommand, completionCommand,
 		},
-		OnUsageError: usageError("guard", nil),
-		Action:       rootAction,
+		Action: rootAction,
 	}
 	app.OnUsageError = usageError("guard", func() []cli.Flag { return append(app.Flags, cli.VersionFlag, cli.HelpFlag) })
 	for _, cmd := range app.Commands {
@@ -91,14 +90,14 @@ func strict(cmd *cli.Command, fullName string) {
 // near one of flags gets it as a suggestion.
 func usageError(fullName string, flags func() []cli.Flag) cli.OnUsageErrorFunc {
 	return func(_ *cli.Context, err error, _ bool) error {
-		msg := err.Error() + ";"
-		if bad, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok && flags != nil && cli.SuggestFlag != nil {
-			bad = strings.TrimLeft(strings.TrimSuffix(bad, ";"), "-")
+		hint := ""
+		if bad, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok && cli.SuggestFlag != nil {
+			bad = strings.TrimLeft(bad, "-")
 			if s := cli.SuggestFlag(flags(), bad, false); near(strings.TrimLeft(s, "-"), bad) {
-				msg += " did you mean " + s + "?"
+				hint = " did you mean " + s + "?"
 			}
 		}
-		return cli.Exit(fmt.Sprintf("%s see %s --help", msg, fullName), 2)
+		return cli.Exit(fmt.Sprintf("%v;%s see %s --help", err, hint, fullName), 2)
 	}
 }
 
@@ -159,6 +158,8 @@ func suggestCommand(commands []*cli.Command, word string) string {
 			visible = append(visible, &cli.Command{Name: c.Name})
 		}
 	}
+	// SuggestCommand words its answer with this package-level template;
+	// guard words the sentence itself.
 	defer func(t string) { cli.SuggestDidYouMeanTemplate = t }(cli.SuggestDidYouMeanTemplate)
 	cli.SuggestDidYouMeanTemplate = "%s"
 	s := cli.SuggestCommand(visible, word)
