@@ -48,7 +48,10 @@ type Build struct {
 	Needs   []string   `toml:"needs,omitempty"`
 	Steps   [][]string `toml:"steps"`
 	Timeout Duration   `toml:"timeout,omitzero"` // heal timeout; default Budget.Heal
-	Targets []string   `toml:"targets,omitempty"`
+	// Outputs are the folders below Dir the steps write (default "build"):
+	// the only place a scrub after an interrupted build may remove files.
+	Outputs []string `toml:"outputs,omitempty"`
+	Targets []string `toml:"targets,omitempty"`
 }
 
 // Tool is the policy for one shimmed command.

@@ -28,6 +28,7 @@ const (
 	DefaultGrace      = Duration(3 * time.Second)
 	DefaultLightWords = 8
 	DefaultCacheBytes = 256 << 20
+	DefaultOutput     = "build" // a build recipe's output folder, below its dir
 )
 
 // UserPath returns where the user's manifest lives when nothing names
@@ -66,6 +67,7 @@ func Parse(source string, data []byte, home string) (*Manifest, error) {
 	}
 	c := checker{file: source, data: data}
 	c.unknownKeys(md)
+	c.notTables(md)
 	m.Source = source
 	m.fill()
 	c.check(m)
@@ -100,6 +102,9 @@ func (m *Manifest) fill() {
 		}
 		b.Name = name
 		b.Timeout = cmp.Or(b.Timeout, heal)
+		if b.Outputs == nil {
+			b.Outputs = []string{DefaultOutput}
+		}
 	}
 	for name, t := range m.Tools {
 		if t == nil {
@@ -193,10 +198,30 @@ func decodeError(file string, data []byte, err error) error {
 			if k, err := strconv.Unquote(key); err == nil {
 				key = k
 			}
+			if got, want, ok := typeError(after); ok {
+				return mismatch(file, data, line, key, got, want)
+			}
 			msg = key + ": " + after
 		}
 	}
 	return &Error{File: file, Line: line, Msg: tidy(msg)}
+}
+
+// typeError reads BurntSushi's two wordings of a value of the wrong type:
+// "incompatible types: TOML value has type GOT; destination has type WANT"
+// and "type mismatch for T: expected table but found GOT".
+func typeError(msg string) (got, want string, ok bool) {
+	if rest, ok := strings.CutPrefix(msg, "incompatible types: TOML value has type "); ok {
+		got, want, ok = strings.Cut(rest, "; destination has type ")
+		return got, want, ok
+	}
+	if strings.HasPrefix(msg, "type mismatch for ") {
+		if _, rest, ok := strings.Cut(msg, ": expected "); ok {
+			want, got, ok = strings.Cut(rest, " but found ")
+			return got, want, ok
+		}
+	}
+	return "", "", false
 }
 
 // tidy makes a library message follow guard's rule: lower case start, no

@@ -211,6 +211,18 @@ func (c *checker) build(b *Build) {
 	if b.Timeout < 0 {
 		c.durationError(path("builds", b.Name, "timeout"), b.Timeout)
 	}
+	for i, out := range b.Outputs {
+		if !IsOutputFolder(out) {
+			c.errorf(path("builds", b.Name, "outputs").index(i), "%q must be a folder below dir, such as \"build\": a scrub after an interrupted build removes files only there", out)
+		}
+	}
+}
+
+// IsOutputFolder reports whether out names a folder below a build's dir: a
+// relative path that is not dir itself and does not climb out of it.
+func IsOutputFolder(out string) bool {
+	rel := filepath.Clean(out)
+	return out != "" && !filepath.IsAbs(rel) && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") && !strings.Contains(out, "\x00")
 }
 
 func (c *checker) tool(m *Manifest, t *Tool) {

@@ -42,8 +42,26 @@ func TestParseErrors(t *testing.T) {
 		{"syntax", "log = \"/x\"\na = \n", 2, `expected value but found '\n' instead`},
 		{"syntax at the end of a line", "log = \"/x\"\n[[models]\n", 2, `expected end of table array name delimiter ']', but got '\n' instead`},
 		{"duplicate key", "log = \"/x\"\n\nlog = \"/y\"\n", 3, "key 'log' has already been defined"},
+		// a value of the wrong type: the same file:line, index and fix as
+		// every other error
 		{"type mismatch", oneModel + "[[models]]\nfile = \"b.gguf\"\nsize = \"big\"\n", 6,
-			"models.size: incompatible types: TOML value has type string; destination has type integer"},
+			`models[1].size: "big" is text, but size must be a whole number`},
+		{"size in quotes", "[[models]]\nfile = \"a.gguf\"\nsize = \"4096\"\n", 3,
+			`models[0].size: "4096" is text, but size must be a whole number: write it without quotes, size = 4096`},
+		{"one [models] table", "[models]\nfile = \"a.gguf\"\nsize = 4096\n", 1,
+			"models: [models] is one table, but models is a list of tables: write [[models]] (two brackets) before each one"},
+		{"urls as one string", oneModel + "urls = \"https://h.example/a\"\n", 4,
+			`models[0].urls: "https://h.example/a" is text, but urls must be a list: write it in brackets, urls = ["https://h.example/a"]`},
+		{"a step that is not a list", "[builds.b]\ndir = \"/b\"\nsteps = [\"make\", \"-j2\"]\n", 3,
+			`builds.b.steps[0]: "make" is text, but each item of steps must be a list: write it in brackets, ["make"]`},
+		{"path as a number", "[tools.a]\npath = 5\n", 2, `tools.a.path: 5 is a number, but path must be text: write it in quotes, path = "5"`},
+		{"cache in quotes", "[tools.a]\ncache = \"false\"\n", 2,
+			`tools.a.cache: "false" is text, but cache must be true or false: write it without quotes, cache = false`},
+		{"fraction for a count", "[swarm]\nlight_words = 1.5\n", 2, "swarm.light_words: 1.5 is a fraction, but light_words must be a whole number"},
+		{"tokens per second in quotes", oneModel + "budget = { tokens_per_second = \"5\" }\n", 4,
+			`models[0].budget.tokens_per_second: "5" is text, but tokens_per_second must be a number: write it without quotes, tokens_per_second = 5`},
+		{"a tool that is not a table", "[tools]\na = 1\n", 2, "tools.a: 1 is a number, but tools.a must be a table: write [tools.a] and its keys below it"},
+		{"tools that are not tables", "tools = 3\n", 1, "tools: 3 is a number, but tools must be a table: write [tools.NAME] for each entry"},
 
 		// unknown keys
 		{"unknown top key", "logg = \"/x\"\n", 1, "unknown key logg (did you mean log?)"},
@@ -144,6 +162,12 @@ func TestParseErrors(t *testing.T) {
 		{"build step with empty program", "[builds.b]\ndir = \"/b\"\nsteps = [[\"\", \"x\"]]\n", 3, "builds.b.steps[0]: empty program name"},
 		{"build without dir", "[builds.b]\nsteps = [[\"make\"]]\n", 1, `builds.b.dir: missing: say where the build runs, such as "~/llama.cpp"`},
 		{"build needs empty", "[builds.b]\ndir = \"/b\"\nneeds = [\"\"]\nsteps = [[\"make\"]]\n", 3, "builds.b.needs[0]: empty command name"},
+		{"build output outside dir", "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\noutputs = [\"build\", \"../lib\"]\n", 4,
+			`builds.b.outputs[1]: "../lib" must be a folder below dir, such as "build": a scrub after an interrupted build removes files only there`},
+		{"build output absolute", "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\noutputs = [\"/b/build\"]\n", 4,
+			`builds.b.outputs[0]: "/b/build" must be a folder below dir, such as "build": a scrub after an interrupted build removes files only there`},
+		{"build output is dir itself", "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\noutputs = [\"./\"]\n", 4,
+			`builds.b.outputs[0]: "./" must be a folder below dir, such as "build": a scrub after an interrupted build removes files only there`},
 
 		// everything else
 		{"package name", "[packages]\n\"g++\" = \"G++\"\n", 2,
@@ -220,6 +244,7 @@ func TestParseAccepts(t *testing.T) {
 		"crlf":              "[tools.a]\r\nstall = \"1s\"\r\n",
 		"self mirror":       "[self]\nurls = [\"file:///srv/fleet/guard\"]\nsha256 = \"" + strings.Repeat("ab", 32) + "\"\n",
 		"self sha256 alone": "[self]\nsha256 = \"" + strings.Repeat("ab", 32) + "\"\n",
+		"build outputs":     "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\noutputs = [\"out\", \"sub/build/\"]\n",
 	}
 	for name, doc := range tests {
 		t.Run(name, func(t *testing.T) {

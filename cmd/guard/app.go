@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -18,6 +19,7 @@ var version = "dev"
 
 func runApp(w guard.World, args []string) int {
 	app := newApp(w)
+	app.Metadata[argsKey] = args
 	err := app.Run(args)
 	var coder cli.ExitCoder
 	switch {
@@ -34,8 +36,12 @@ func runApp(w guard.World, args []string) int {
 	}
 }
 
-// worldKey is where the app keeps the World its actions run in.
-const worldKey = "guard.world"
+// worldKey is where the app keeps the World its actions run in; argsKey
+// its command line (completion reads the word being completed there).
+const (
+	worldKey = "guard.world"
+	argsKey  = "guard.args"
+)
 
 func newApp(w guard.World) *cli.App {
 	app := &cli.App{
@@ -49,12 +55,12 @@ func newApp(w guard.World) *cli.App {
 		HideHelpCommand:      true,
 		ExitErrHandler:       func(*cli.Context, error) {}, // runApp prints errors once, in guard's voice
 		Commands: []*cli.Command{
-			installCommand, uninstallCommand, statusCommand, healCommand, execCommand,
+			installCommand, uninstallCommand, statusCommand, healCommand, whichCommand, execCommand,
 			askCommand, cacheCommand, manifestCommand, completionCommand,
 		},
-		OnUsageError: usageError("guard"),
-		Action:       rootAction,
+		Action: rootAction,
 	}
+	app.OnUsageError = usageError("guard", func() []cli.Flag { return append(app.Flags, cli.VersionFlag, cli.HelpFlag) })
 	for _, cmd := range app.Commands {
 		strict(cmd, "guard "+cmd.Name)
 	}
@@ -70,16 +76,28 @@ func usage(synopsis, example string) string {
 // exit status 2 instead of a page of help, and hides the help subcommand
 // that urfave/cli would add next to real ones.
 func strict(cmd *cli.Command, fullName string) {
-	cmd.OnUsageError = usageError(fullName)
+	cmd.OnUsageError = usageError(fullName, func() []cli.Flag { return append(cmd.Flags, cli.HelpFlag) })
 	cmd.HideHelpCommand = true
+	if len(cmd.Subcommands) > 0 && cmd.Action == nil {
+		cmd.Action = parentAction(cmd, fullName)
+	}
 	for _, sub := range cmd.Subcommands {
 		strict(sub, fullName+" "+sub.Name)
 	}
 }
 
-func usageError(fullName string) cli.OnUsageErrorFunc {
+// usageError makes a usage mistake one line and exit 2; an unknown flag
+// near one of flags gets it as a suggestion.
+func usageError(fullName string, flags func() []cli.Flag) cli.OnUsageErrorFunc {
 	return func(_ *cli.Context, err error, _ bool) error {
-		return cli.Exit(fmt.Sprintf("%v; see %s --help", err, fullName), 2)
+		hint := ""
+		if bad, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok && cli.SuggestFlag != nil {
+			bad = strings.TrimLeft(bad, "-")
+			if s := cli.SuggestFlag(flags(), bad, false); near(strings.TrimLeft(s, "-"), bad) {
+				hint = " did you mean " + s + "?"
+			}
+		}
+		return cli.Exit(fmt.Sprintf("%v;%s see %s --help", err, hint, fullName), 2)
 	}
 }
 
@@ -95,7 +113,60 @@ func rootAction(ctx *cli.Context) error {
 	case args.First() == "help":
 		return cli.ShowAppHelp(ctx)
 	}
-	return cli.Exit(fmt.Sprintf("%q is not a guard command; see guard --help", args.First()), 2)
+	return notACommand("guard", args.First(), ctx.App.Commands)
+}
+
+// parentAction runs for a command that only groups others (cache,
+// manifest): alone it is its help, with a word that names none of them a
+// usage mistake.
+func parentAction(cmd *cli.Command, fullName string) cli.ActionFunc {
+	return func(ctx *cli.Context) error {
+		if ctx.Args().Len() == 0 {
+			return cli.ShowSubcommandHelp(ctx)
+		}
+		return notACommand(fullName, ctx.Args().First(), cmd.Subcommands)
+	}
+}
+
+// notACommand is exit 2 for word under parent, with the command it most
+// likely meant (urfave/cli's suggestion); "version" means --version.
+func notACommand(parent, word string, commands []*cli.Command) error {
+	msg := fmt.Sprintf("%q is not a %s command;", word, parent)
+	switch {
+	case parent == "guard" && strings.TrimLeft(word, "-") == "version":
+		msg += " did you mean guard --version?"
+	case cli.SuggestCommand != nil:
+		if s := suggestCommand(commands, word); near(s, word) {
+			msg += " did you mean " + parent + " " + s + "?"
+		}
+	}
+	return cli.Exit(msg+" see "+parent+" --help", 2)
+}
+
+// near keeps urfave/cli's suggestions (the best match by Jaro-Winkler,
+// however poor) to likely typos: the same first letter.
+func near(suggestion, word string) bool {
+	return suggestion != "" && word != "" && suggestion[0] == word[0]
+}
+
+// suggestCommand is urfave/cli's suggestion of the visible command nearest
+// word, without the help command.
+func suggestCommand(commands []*cli.Command, word string) string {
+	var visible []*cli.Command
+	for _, c := range commands {
+		if !c.Hidden {
+			visible = append(visible, &cli.Command{Name: c.Name})
+		}
+	}
+	// SuggestCommand words its answer with this package-level template;
+	// guard words the sentence itself.
+	defer func(t string) { cli.SuggestDidYouMeanTemplate = t }(cli.SuggestDidYouMeanTemplate)
+	cli.SuggestDidYouMeanTemplate = "%s"
+	s := cli.SuggestCommand(visible, word)
+	if s == "help" || s == "h" {
+		return ""
+	}
+	return s
 }
 
 func versionString() string {
@@ -115,6 +186,12 @@ func versionString() string {
 
 // worldOf is the World the app was started in.
 func worldOf(ctx *cli.Context) guard.World { return ctx.App.Metadata[worldKey].(guard.World) }
+
+// argsOf is the command line the app was started with.
+func argsOf(ctx *cli.Context) []string {
+	args, _ := ctx.App.Metadata[argsKey].([]string)
+	return args
+}
 
 // engine loads the configuration for a command and starts the engine on
 // it; with repair it also mends the shim folder, as every guard invocation
@@ -200,17 +277,41 @@ var statusCommand = &cli.Command{
 var healCommand = &cli.Command{
 	Name:      "heal",
 	Usage:     "heal everything now (or the named tools and models): shims, packages, builds, models, auth",
-	UsageText: usage("guard heal [--background] [NAME...]", "guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
+	UsageText: usage("guard heal [--dry-run] [--json] [--background] [NAME...]", "guard heal --dry-run && guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
 	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "dry-run", Usage: "say what a heal would do and what it costs (downloads, builds), and do nothing"},
+		&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object (schema in the README)"},
 		&cli.BoolFlag{Name: "background", Usage: "detach, heal at low CPU and IO priority, and return at once"},
 		&cli.BoolFlag{Name: "prewarm", Hidden: true, Usage: "with --background: at most once per 10 minutes (the PATH block's prewarm hook)"},
 	},
+	BashComplete: completeNames,
 	Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
 		if ctx.Bool("background") {
 			return commands.HealBackground(e, ctx.Args().Slice(), ctx.Bool("prewarm"))
 		}
-		if !commands.Heal(ctx.Context, e, e.Config().Stdout, ctx.Args().Slice()) {
+		o := commands.HealOptions{Names: ctx.Args().Slice(), DryRun: ctx.Bool("dry-run"), JSON: ctx.Bool("json")}
+		ok, err := commands.Heal(ctx.Context, e, e.Config().Stdout, o)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			return cli.Exit("some things could not be healed (see above)", 1)
+		}
+		return nil
+	}),
+}
+
+var whichCommand = &cli.Command{
+	Name:         "which",
+	Usage:        "show what NAME runs: the real target, its binary and the libraries it loads, its build or package, its models; or a model file's state",
+	UsageText:    usage("guard which NAME", "guard which llama-completion"),
+	BashComplete: completeNames,
+	Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+		if ctx.Args().Len() != 1 {
+			return cli.Exit("which needs one tool or model name: guard which NAME", 2)
+		}
+		if !commands.Which(e, e.Config().Stdout, ctx.Args().First()) {
+			return cli.Exit("", 1)
 		}
 		return nil
 	}),
@@ -221,6 +322,7 @@ var execCommand = &cli.Command{
 	Usage:           "run NAME exactly as its shim would",
 	UsageText:       usage("guard exec NAME -- ARGS...", "guard exec npx -- cowsay hi"),
 	SkipFlagParsing: true,
+	BashComplete:    completeNames,
 	Action: func(ctx *cli.Context) error {
 		args := ctx.Args().Slice()
 		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
@@ -265,9 +367,12 @@ var cacheCommand = &cli.Command{
 		{
 			Name:      "stats",
 			Usage:     "entries, bytes, hits, misses and seconds saved",
-			UsageText: usage("guard cache stats", "guard cache stats"),
+			UsageText: usage("guard cache stats [--json]", "guard cache stats"),
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in the README)"},
+			},
 			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
-				return commands.CacheStats(e, e.Config().Stdout)
+				return commands.CacheStats(e, e.Config().Stdout, ctx.Bool("json"))
 			}),
 		},
 		{
@@ -292,15 +397,31 @@ var manifestCommand = &cli.Command{
 			UsageText: usage("guard manifest check [FILE]", "guard manifest check my-manifest.toml"),
 			Action: func(ctx *cli.Context) error {
 				w := worldOf(ctx)
-				return exitErr(commands.ManifestCheck(w.Stdout, ctx.Args().First(), w.Getenv("HOME")), 125)
+				file := ctx.Args().First()
+				if err := commands.ManifestCheck(w.Stdout, file, w.Getenv("HOME")); err != nil {
+					return exitErr(err, 125)
+				}
+				e, err := engine(ctx, false)
+				if err != nil {
+					if file != "" {
+						return nil // FILE is fine; the manifest in use is not FILE
+					}
+					return err
+				}
+				defer e.Close()
+				commands.LinkTools(e, w.Stdout, file)
+				return nil
 			},
 		},
 		{
 			Name:      "show",
-			Usage:     "print the effective manifest",
-			UsageText: usage("guard manifest show", "guard manifest show > my-manifest.toml"),
+			Usage:     "print the manifest in use as written (the user's file with its comments, else the embedded default); --json: the effective one",
+			UsageText: usage("guard manifest show [--json]", "guard manifest show > my-manifest.toml"),
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "the effective manifest (defaults applied, paths expanded) as one JSON object"},
+			},
 			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
-				return e.Config().M.Encode(e.Config().Stdout)
+				return commands.ManifestShow(e, e.Config().Stdout, ctx.Bool("json"))
 			}),
 		},
 		{
@@ -324,16 +445,18 @@ var manifestCommand = &cli.Command{
 
 var completionCommand = &cli.Command{
 	Name:      "completion",
-	Usage:     "print the shell completion script (bash or zsh)",
-	UsageText: usage("guard completion bash|zsh", "source <(guard completion bash)"),
+	Usage:     "print the shell completion script (bash, zsh or fish); it completes commands, flags, and tool and model names",
+	UsageText: usage("guard completion bash|zsh|fish", "source <(guard completion bash)"),
 	Action: func(ctx *cli.Context) error {
 		switch ctx.Args().First() {
 		case "", "bash":
 			fmt.Fprint(ctx.App.Writer, bashCompletion)
 		case "zsh":
 			fmt.Fprint(ctx.App.Writer, zshCompletion)
+		case "fish":
+			fmt.Fprint(ctx.App.Writer, fishCompletion)
 		default:
-			return cli.Exit(fmt.Sprintf("no completion for %q: use bash or zsh", ctx.Args().First()), 2)
+			return cli.Exit(fmt.Sprintf("no completion for %q: use bash, zsh or fish", ctx.Args().First()), 2)
 		}
 		return nil
 	},
@@ -364,7 +487,8 @@ func engineAction(repair bool, run func(*cli.Context, *guard.Engine) error) cli.
 	}
 }
 
-// exitErr turns an error into guard's message and the given status.
+// exitErr turns an error into guard's message and the given status; a
+// usage error is exit 2 whatever code says.
 func exitErr(err error, code int) error {
 	if err == nil {
 		return nil
@@ -372,6 +496,10 @@ func exitErr(err error, code int) error {
 	var coder cli.ExitCoder
 	if errors.As(err, &coder) {
 		return err
+	}
+	var usage *commands.UsageError
+	if errors.As(err, &usage) {
+		code = 2
 	}
 	return cli.Exit(err.Error(), code)
 }

@@ -1,5 +1,16 @@
 package main
 
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sandbox-guard/guard/guard"
+)
+
 // These are urfave/cli v2's own completion scripts (autocomplete/bash_autocomplete
 // and zsh_autocomplete), which ask the binary itself for candidates through
 // --generate-bash-completion.
@@ -38,3 +49,44 @@ _guard() {
 }
 compdef _guard guard
 `
+
+// fishCompletion asks guard itself for candidates the same way: the words
+// before the cursor, then --generate-bash-completion (after the current
+// word when it starts a flag); fish filters them by what is typed.
+const fishCompletion = `function __guard_complete
+    set -l words (commandline -opc)
+    set -l cur (commandline -ct)
+    if string match -q -- '-*' $cur
+        $words $cur --generate-bash-completion 2>/dev/null
+    else
+        $words --generate-bash-completion 2>/dev/null
+    end
+end
+complete -c guard -f -a '(__guard_complete)'
+`
+
+// completeNames completes what heal, which and exec take: after a word
+// starting with "-" the command's flags, else the manifest's tool names
+// (and, but for exec, its model files). A manifest that does not load
+// completes nothing.
+func completeNames(ctx *cli.Context) {
+	if args := argsOf(ctx); len(args) > 2 && strings.HasPrefix(args[len(args)-2], "-") {
+		cli.DefaultCompleteWithFlags(ctx.Command)(ctx)
+		return
+	}
+	c, err := guard.LoadConfig(worldOf(ctx))
+	if err != nil {
+		return
+	}
+	names := slices.Sorted(maps.Keys(c.M.Tools))
+	if ctx.Command.Name != "exec" {
+		for _, m := range c.M.Models {
+			names = append(names, m.File)
+		}
+	}
+	for _, n := range names {
+		if !strings.ContainsAny(n, " \t\n") { // one candidate a line, as the scripts read them
+			fmt.Fprintln(ctx.App.Writer, n)
+		}
+	}
+}

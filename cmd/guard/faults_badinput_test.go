@@ -374,6 +374,27 @@ urls = ["https://example.com/m.gguf"]
 			os.WriteFile(p, []byte("Entry not found"), 0o644)
 			return []string{"llama-completion", "-m", p, "-p", "hi"}
 		}, status: 127, stderr: `model .*/other\.gguf: .*(not a GGUF|Entry not found).*the manifest does not know this file`},
+		{name: "cache stats on a read-only state dir", root: true, setup: func(t *testing.T, e *faultEnv) []string {
+			guardtest.WriteFile(t, filepath.Join(e.StateDir, "prompts", "ab"+strings.Repeat("0", 62)), "junk", 0o600)
+			return []string{"mount:ro:" + e.StateDir, "guard", "cache", "stats"}
+		}, status: 0, stdout: "entries  1\nbytes    4\nhits     0\nmisses   0\nsaved    0.0s\nfolder   $STATE/prompts\n"},
+		{name: "cache clear on a read-only state dir", root: true, setup: func(t *testing.T, e *faultEnv) []string {
+			guardtest.WriteFile(t, filepath.Join(e.StateDir, "prompts", "ab"+strings.Repeat("0", 62)), "junk", 0o600)
+			return []string{"mount:ro:" + e.StateDir, "guard", "cache", "clear"}
+		}, status: 125, stderr: `^guard: cannot clear the prompt cache in \S+/state/prompts: it is read-only or not yours; set GUARD_STATE_DIR to a folder of your own\n$`},
+		{name: "control characters in names", setup: func(t *testing.T, e *faultEnv) []string {
+			e.WriteManifest("[tools.\"evil\\nname\"]\npath = \"/nonexistent\\u001b[2J\"\n[[models]]\nfile = \"m\\r.gguf\"\nsize = 8\n")
+			return []string{"guard", "status", "--events", "0"}
+		}, status: 1, check: func(t *testing.T, e *faultEnv, r faultResult) {
+			if strings.ContainsAny(r.Stdout, "\r\x1b") {
+				t.Errorf("a control character reached the status table:\n%q", r.Stdout)
+			}
+			for _, want := range []string{`\n  "evil\\nname" +ok +-> guard\n`, `\n  "evil\\nname" +missing +"not found; tried /nonexistent\\x1b\[2J"\n`, `\n  "m\\r\.gguf" +not-fetched +download 8 B\n`} {
+				if !regexp.MustCompile(want).MatchString(r.Stdout) {
+					t.Errorf("status lacks %q:\n%s", want, r.Stdout)
+				}
+			}
+		}},
 		{name: "tool missing, no recipe", setup: func(t *testing.T, e *faultEnv) []string {
 			os.Remove(filepath.Join(e.Bin, "npx"))
 			e.Env = append(e.Env, "PATH="+e.ShimDir+":"+e.Bin)
@@ -410,7 +431,7 @@ urls = ["https://example.com/m.gguf"]
 			if tc.stderr != "" && !regexp.MustCompile(tc.stderr).MatchString(r.Stderr) {
 				t.Errorf("stderr does not match %q\n%s", tc.stderr, r)
 			}
-			if tc.stdout != "" && r.Stdout != tc.stdout {
+			if tc.stdout != "" && r.Stdout != strings.ReplaceAll(tc.stdout, "$STATE", e.StateDir) {
 				t.Errorf("stdout %q, want %q", r.Stdout, tc.stdout)
 			}
 			if tc.check != nil {

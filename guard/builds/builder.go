@@ -10,8 +10,9 @@
 // run without a shell. Success is decided by checking the target again, not
 // by the steps' exit status alone. A build killed mid way (guard SIGKILLed
 // with its steps) is survivable: the next rebuild finds its marker and
-// removes the half written outputs make would trust, and a step orphaned by
-// a guard killed alone keeps the build lock until it ends.
+// removes the half written outputs make would trust (in the recipe's output
+// folders, nothing else), and a step orphaned by a guard killed alone keeps
+// the build lock until it ends.
 package builds
 
 import (
@@ -167,7 +168,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 	}
 
 	marker := b.markerPath(name)
-	if err := b.startRun(tool, name, rec.Dir, target, marker, cloned, logf); err != nil {
+	if err := b.startRun(tool, name, rec, target, marker, cloned, logf); err != nil {
 		rep.Stop("")
 		fmt.Fprintf(logf, "== guard: %v\n", err)
 		return fmt.Errorf("build %s: %w", name, err)
@@ -197,6 +198,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 			return fail(&BuildError{Target: target, Reason: h.Reason, Status: -1})
 		}
 	}
+	b.recordBuild(name, time.Since(start), time.Now())
 	took := time.Since(start).Round(100 * time.Millisecond)
 	fmt.Fprintf(logf, "== guard: build %s ok in %s\n", name, took)
 	rep.Stop(fmt.Sprintf("guard: rebuilt %s in %s", name, took))
@@ -237,16 +239,13 @@ func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWrite
 	return nil
 }
 
-// startRun scrubs what an interrupted earlier run left, when its marker is
-// there, and writes this run's marker. A fresh clone holds nothing of that
+// startRun scrubs what an interrupted earlier run left in the recipe's
+// output folders, when its marker is there, and writes this run's marker. A fresh clone holds nothing of that
 // run (and may hold committed binaries that must stay), so it is not
 // scrubbed.
-func (b *Builder) startRun(tool, name, dir, target, marker string, cloned bool, logf io.Writer) error {
+func (b *Builder) startRun(tool, name string, rec *manifest.Build, target, marker string, cloned bool, logf io.Writer) error {
 	if fi, err := os.Lstat(marker); err == nil && !cloned {
-		removed, err := scrubPartial(dir, fi.ModTime())
-		for _, p := range removed {
-			fmt.Fprintf(logf, "== guard: removed %s (a partial output of the interrupted build)\n", p)
-		}
+		removed, err := scrubOutputs(rec.Dir, rec.Outputs, fi.ModTime(), logf)
 		if err != nil {
 			fmt.Fprintf(logf, "== guard: scrubbing the interrupted build: %v\n", err)
 		}

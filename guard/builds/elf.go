@@ -164,6 +164,21 @@ func Linkage(path string) (libs []string, static bool) {
 	return nil, obj.interp == ""
 }
 
+// Libraries resolves the ELF file at path the way its loader will, with
+// libraryPath as LD_LIBRARY_PATH: the files it loads (its interpreter
+// first), and the names that resolve to nothing. A file that is not ELF
+// loads nothing.
+func Libraries(path, libraryPath string) (found, missing []string) {
+	res, err := resolveELF(path, libraryPath)
+	if err != nil {
+		return nil, nil
+	}
+	for _, f := range res.found {
+		found = append(found, f.path)
+	}
+	return found, res.missing
+}
+
 func expandPaths(entries []string, origin string) []string {
 	var out []string
 	for _, e := range entries {

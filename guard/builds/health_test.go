@@ -255,3 +255,23 @@ func TestLinkage(t *testing.T) {
 		}
 	}
 }
+
+// Libraries is what `guard which` lists: the files the loader will map,
+// interpreter first, and the names that resolve to nothing.
+func TestLibraries(t *testing.T) {
+	good := copyFixtureBin(t, false)
+	found, missing := builds.Libraries(filepath.Join(good, "llama-completion"), "")
+	if len(missing) != 0 || len(found) < 3 || !strings.Contains(found[0], "ld-linux") || !slices.Contains(found, filepath.Join(good, "libfixture.so")) {
+		t.Fatalf("found %q, missing %q", found, missing)
+	}
+	if err := os.Remove(filepath.Join(good, "libfixture.so")); err != nil {
+		t.Fatal(err)
+	}
+	found, missing = builds.Libraries(filepath.Join(good, "llama-completion"), "")
+	if !slices.Equal(missing, []string{"libfixture.so"}) || slices.Contains(found, filepath.Join(good, "libfixture.so")) {
+		t.Fatalf("after removing the library: found %q, missing %q", found, missing)
+	}
+	if found, missing := builds.Libraries("/bin/sh-does-not-exist", ""); found != nil || missing != nil {
+		t.Fatalf("a missing file loads %q, %q", found, missing)
+	}
+}

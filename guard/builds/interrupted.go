@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-guard/guard/manifest"
 )
 
 // An interrupted build is one whose steps did not run to their end: guard
@@ -19,8 +21,9 @@ import (
 // without its x bit, that every later make run keeps, and each call then
 // fails until someone deletes the build folder. So a marker is written
 // before the steps and removed once they have ended on their own; a rebuild
-// that finds it first removes the build products the interrupted run may
-// have left half written, and make rebuilds them.
+// that finds it first removes, in the recipe's output folders only, the
+// build products the interrupted run may have left half written, and make
+// rebuilds them.
 
 // markerPath is the interrupted-build marker of the recipe named name.
 func (b *Builder) markerPath(name string) string {
@@ -42,6 +45,64 @@ func writeMarker(path string) error {
 	}
 	fmt.Fprintf(f, "pid %d started %s\n", os.Getpid(), time.Now().Format(time.RFC3339Nano))
 	return f.Close()
+}
+
+// scrubOutputs removes what an interrupted run may have left half written:
+// in each of the recipe's output folders (never elsewhere under dir: a
+// .venv, sources and notes there are not the build's), the build products
+// modified at or after since. An output folder that is missing has nothing
+// to scrub; one reached through a symlink, or that is not below dir, is
+// left alone and said so in the log, as is every removal.
+func scrubOutputs(dir string, outputs []string, since time.Time, logf io.Writer) (removed []string, err error) {
+	if len(outputs) == 0 {
+		outputs = []string{manifest.DefaultOutput}
+	}
+	var errs []error
+	for _, out := range outputs {
+		root, why := outputRoot(dir, out)
+		if why != "" {
+			fmt.Fprintf(logf, "== guard: not scrubbing output %q: %s\n", out, why)
+			continue
+		}
+		if root == "" {
+			continue
+		}
+		got, err := scrubPartial(root, since)
+		for _, p := range got {
+			fmt.Fprintf(logf, "== guard: removed %s (a partial output of the interrupted build)\n", p)
+		}
+		removed = append(removed, got...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// outputRoot is the output folder out of a recipe in dir, checked one
+// component at a time so that no symlink leads the scrub out of dir. It
+// returns "" when the folder does not exist, and why it must not be
+// scrubbed when it is not a real folder below dir.
+func outputRoot(dir, out string) (root, why string) {
+	if !manifest.IsOutputFolder(out) {
+		return "", "not a folder below the recipe's dir"
+	}
+	root = dir
+	for _, part := range strings.Split(filepath.Clean(out), "/") {
+		root = filepath.Join(root, part)
+		fi, err := os.Lstat(root)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return "", ""
+		case err != nil:
+			return "", err.Error()
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return "", root + " is a symlink (the scrub never follows one)"
+		case !fi.IsDir():
+			return "", root + " is not a folder"
+		}
+	}
+	return root, ""
 }
 
 // scrubPartial removes, below dir, the regular files modified at or after

@@ -3,6 +3,7 @@ package builds_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,5 +219,100 @@ func TestBuildMarker(t *testing.T) {
 				t.Fatalf("marker kept %v, want %v (%v)", kept, tt.kept, err)
 			}
 		})
+	}
+}
+
+// TestScrubTouchesOnlyOutputs is the case: after a build killed with
+// kill -9, the next rebuild removed, anywhere under the recipe's dir, files
+// newer than the marker: a .venv's Python binary, a numpy .so, an empty
+// py.typed, a notes/TODO. Only the declared output folders are the build's;
+// everything else under dir survives, and each removal is in the build log.
+func TestScrubTouchesOnlyOutputs(t *testing.T) {
+	elf := "\x7fELF\x02\x01\x01" + strings.Repeat("\x00", 40)
+	for _, tt := range []struct {
+		name    string
+		outputs []string
+		built   []string // under the output folders: removed
+	}{
+		{"default build/", nil, []string{"build/bin/libx.so", "build/bin/tool"}},
+		{"declared", []string{"out", "cmake-build"}, []string{"out/libx.so", "cmake-build/tool"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, _, evs := newBuilder(t, "")
+			dir := t.TempDir()
+			kept := map[string]string{
+				".venv/bin/python3": elf,
+				".venv/lib/python3.11/site-packages/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so": elf,
+				"src/pkg/py.typed": "",
+				"notes/TODO":       "",
+			}
+			if tt.outputs != nil {
+				kept["build/bin/libx.so"] = elf // not declared this time: not the build's
+			}
+			for p, data := range kept {
+				guardtest.WriteFile(t, filepath.Join(dir, p), data, 0o755)
+			}
+			for _, p := range tt.built {
+				guardtest.WriteFile(t, filepath.Join(dir, p), elf[:10], 0o644)
+			}
+			// The killed run's marker dates from before every file above.
+			marker := b.MarkerPath("venv")
+			guardtest.WriteFile(t, marker, "pid 1\n", 0o600)
+			old := time.Now().Add(-time.Minute)
+			if err := os.Chtimes(marker, old, old); err != nil {
+				t.Fatal(err)
+			}
+			rec := &manifest.Build{Name: "venv", Dir: dir, Outputs: tt.outputs, Steps: [][]string{{"true"}}}
+			if err := b.Build(context.Background(), "tool", rec, ""); err != nil {
+				t.Fatal(err)
+			}
+			for p := range kept {
+				if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+					t.Errorf("the scrub removed %s, which is not the build's: %v", p, err)
+				}
+			}
+			log, _ := os.ReadFile(b.LogPath("venv"))
+			for _, p := range tt.built {
+				full := filepath.Join(dir, p)
+				if _, err := os.Stat(full); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the scrub left %s, a partial output of the killed build: %v", p, err)
+				}
+				if !strings.Contains(string(log), "removed "+full+" (a partial output") {
+					t.Errorf("the build log does not name the removal of %s:\n%s", p, log)
+				}
+			}
+			want := fmt.Sprintf("interrupted build: removed %d partial outputs", len(tt.built))
+			if evs := evs.Named("binary.rebuild"); len(evs) == 0 || evs[0].Reason != want {
+				t.Errorf("binary.rebuild events %+v, want one saying %q", evs, want)
+			}
+		})
+	}
+}
+
+// A symlinked output folder leads out of dir: the scrub does not follow it.
+func TestScrubDoesNotFollowALinkedOutput(t *testing.T) {
+	b, _, _ := newBuilder(t, "")
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	elf := "\x7fELF\x02\x01\x01" + strings.Repeat("\x00", 40)
+	guardtest.WriteFile(t, filepath.Join(elsewhere, "lib", "libvictim.so"), elf, 0o644)
+	if err := os.Symlink(elsewhere, filepath.Join(dir, "build")); err != nil {
+		t.Fatal(err)
+	}
+	marker := b.MarkerPath("linked")
+	guardtest.WriteFile(t, marker, "pid 1\n", 0o600)
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(marker, old, old); err != nil {
+		t.Fatal(err)
+	}
+	rec := &manifest.Build{Name: "linked", Dir: dir, Outputs: []string{"build/lib"}, Steps: [][]string{{"true"}}}
+	if err := b.Build(context.Background(), "tool", rec, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "lib", "libvictim.so")); err != nil {
+		t.Fatalf("the scrub followed a symlinked output folder: %v", err)
+	}
+	log, _ := os.ReadFile(b.LogPath("linked"))
+	if !strings.Contains(string(log), "is a symlink") {
+		t.Errorf("the build log does not say why the output was skipped:\n%s", log)
 	}
 }

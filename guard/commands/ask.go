@@ -50,9 +50,13 @@ func Ask(ctx context.Context, e *guard.Engine, out io.Writer, o AskOptions) int 
 		e.Say("ask needs a prompt: guard ask \"why is the sky blue?\"")
 		return 2
 	}
+	if len(c.M.Swarm.Roles) == 0 {
+		e.Say("ask: %s has no [swarm]; add one naming a model role for each swarm role, such as:\n[swarm]\nroles = { SCOUT = %q }", c.M.Source, exampleRole(c.M))
+		return 2
+	}
 	roles, n := swarmRoles(c.M, prompt, o.Role)
 	if len(roles) == 0 {
-		e.Say("ask: no swarm role %q in the manifest's [swarm] roles", o.Role)
+		e.Say("ask: no swarm role %q in the manifest's [swarm] roles; it has %s", o.Role, strings.Join(sortedKeys(c.M.Swarm.Roles), ", "))
 		return 2
 	}
 	tool := c.M.Tool("llama-completion")
@@ -90,6 +94,17 @@ func Ask(ctx context.Context, e *guard.Engine, out io.Writer, o AskOptions) int 
 		return 2
 	}
 	return 0
+}
+
+// exampleRole is a model role to show in a [swarm] example: the first
+// model's that has one, else a placeholder.
+func exampleRole(m *manifest.Manifest) string {
+	for _, md := range m.Models {
+		if md.Role != "" {
+			return md.Role
+		}
+	}
+	return "ROLE (a [[models]] entry's role)"
 }
 
 // swarmRoles picks the roles to ask and the answer length: light mode (SCOUT

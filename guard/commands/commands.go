@@ -6,14 +6,18 @@
 package commands
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
+	"syscall"
+
+	"github.com/BurntSushi/toml"
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/install"
@@ -118,6 +122,14 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 	}
 	for _, line := range r.Skipped {
 		fmt.Fprintln(out, "skipped "+line)
+	}
+	if err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	removed, err := removeStaleLinks(c)
+	for _, name := range removed {
+		r.Changes = append(r.Changes, name)
+		fmt.Fprintf(out, "removed %s (no tool of that name in the manifest)\n", filepath.Join(c.ShimDir, name))
 	}
 	if err != nil {
 		return fmt.Errorf("install: %w", err)
@@ -245,12 +257,83 @@ func ManifestCheck(out io.Writer, file, home string) error {
 	return nil
 }
 
-// CacheStats is `guard cache stats`.
-func CacheStats(e *guard.Engine, out io.Writer) error {
+// LinkTools is the second half of `guard manifest check` when file (""
+// for the default) is the manifest in use: the shim folder is mended for
+// it at once, so a tool just added gets its link now rather than on the
+// next call. It says which links it made.
+func LinkTools(e *guard.Engine, out io.Writer, file string) {
+	c := e.Config()
+	if file != "" && !sameFile(file, c.M.Source) {
+		return
+	}
+	var missing []string
+	for _, name := range sortedKeys(c.M.Tools) {
+		if shimState(c.ShimDir, name).State == "missing" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	e.Repair()
+	for _, name := range missing {
+		if shimState(c.ShimDir, name).State == "ok" {
+			fmt.Fprintf(out, "linked %s -> %s\n", tilde(c.Home, filepath.Join(c.ShimDir, name)), install.GuardName)
+		}
+	}
+}
+
+// ManifestShow is `guard manifest show`: the manifest in use as written,
+// the user's file (validated again, then printed as is, comments and ~/
+// paths kept) or the embedded default's text; with asJSON the effective
+// manifest, defaults applied and paths expanded, keyed as in TOML.
+func ManifestShow(e *guard.Engine, out io.Writer, asJSON bool) error {
+	c := e.Config()
+	if asJSON {
+		var text bytes.Buffer
+		if err := c.M.Encode(&text); err != nil {
+			return err
+		}
+		var doc map[string]any
+		if _, err := toml.Decode(text.String(), &doc); err != nil {
+			return fmt.Errorf("manifest show: %w", err)
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(doc)
+	}
+	data := manifest.DefaultTOML()
+	if c.M.Source != manifest.EmbeddedSource {
+		var err error
+		if data, err = os.ReadFile(c.M.Source); err != nil {
+			return fmt.Errorf("read manifest: %w", err)
+		}
+		if _, err := manifest.Parse(c.M.Source, data, c.Home); err != nil {
+			return err // changed since guard read it, and now wrong
+		}
+	}
+	_, err := out.Write(data)
+	return err
+}
+
+// CacheStatsReport is what `guard cache stats --json` prints: the keys of
+// status's cache, and the folder.
+type CacheStatsReport struct {
+	CacheState
+	Folder string `json:"folder"`
+}
+
+// CacheStats is `guard cache stats [--json]`.
+func CacheStats(e *guard.Engine, out io.Writer, asJSON bool) error {
 	store := e.PromptCache()
 	st, err := store.Stats()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read cache: %w", err)
+		return cacheError("read", store.Dir, err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(CacheStatsReport{CacheState{st.Entries, st.Bytes, st.Hits, st.Misses, st.SavedSeconds}, store.Dir})
 	}
 	fmt.Fprintf(out, "entries  %d\nbytes    %d\nhits     %d\nmisses   %d\nsaved    %.1fs\nfolder   %s\n",
 		st.Entries, st.Bytes, st.Hits, st.Misses, st.SavedSeconds, store.Dir)
@@ -262,18 +345,18 @@ func CacheClear(e *guard.Engine, out io.Writer) error {
 	store := e.PromptCache()
 	st, _ := store.Stats()
 	if err := store.Clear(); err != nil {
-		return fmt.Errorf("clear cache: %w", err)
+		return cacheError("clear", store.Dir, err)
 	}
 	fmt.Fprintf(out, "removed %d cached answers (%d bytes)\n", st.Entries, st.Bytes)
 	return nil
 }
 
-// sortedKeys returns a map's keys in order, for stable output.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// cacheError says in a sentence why the prompt cache in dir could not be
+// read or cleared, and what to do; an error it has no words for is kept.
+func cacheError(verb, dir string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("cannot %s the prompt cache in %s: it is read-only or not yours; set GUARD_STATE_DIR to a folder of your own", verb, dir)
 	}
-	slices.Sort(keys)
-	return keys
+	return fmt.Errorf("cannot %s the prompt cache in %s: %w", verb, dir, err)
 }

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -19,86 +20,274 @@ import (
 	"github.com/sandbox-guard/guard/manifest"
 )
 
-// Heal is `guard heal [NAME...]`: shims, tools (builds and packages),
-// models and auth in one pass, or only the named tools and model files. A
-// remembered failed download is retried at once. It prints a summary table
-// and reports whether everything is healthy now.
-func Heal(ctx context.Context, e *guard.Engine, out io.Writer, names []string) bool {
+// HealOptions are `guard heal` flags.
+type HealOptions struct {
+	Names  []string // only these tools and model files; none: everything
+	DryRun bool     // say what a heal would do and what it costs; do nothing
+	JSON   bool
+}
+
+// HealResult is one line of heal's summary.
+type HealResult struct {
+	Kind   string `json:"kind"`  // path, shims, shim, link, tool, model, auth
+	Name   string `json:"name"`  // what was looked at
+	State  string `json:"state"` // ok, healed, removed, failed, missing (auth); would-heal, would-fail (dry run)
+	Detail string `json:"detail,omitempty"`
+}
+
+// HealReport is what `guard heal --json` prints; the README documents it.
+type HealReport struct {
+	OK      bool         `json:"ok"`
+	DryRun  bool         `json:"dry_run"`
+	Plan    string       `json:"plan"`
+	Results []HealResult `json:"results"`
+}
+
+// UsageError is a command given something it cannot take: exit 2.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Heal is `guard heal [--dry-run] [--json] [NAME...]`: it reads the same
+// report as status, plans one job per build recipe, package and model
+// (a recipe several tools share runs once), says the plan on stderr, then
+// brings back what is wrong or never fetched: shims, tools, models; a
+// remembered failed download is retried at once. What no command of
+// guard's can fix (the shim folder not first in PATH, guard uninstalled, a
+// file in a shim's way) is a failed line saying what to run. It prints a
+// summary and reports whether everything is healthy now.
+func Heal(ctx context.Context, e *guard.Engine, out io.Writer, o HealOptions) (bool, error) {
 	c := e.Config()
-	want := func(name string) bool { return len(names) == 0 || slices.Contains(names, name) }
-	var rows [][3]string
-	ok := true
-	add := func(kind, name string, err error, wasOK bool) {
-		switch {
-		case err != nil:
-			ok = false
-			rows = append(rows, [3]string{kind, name, "failed: " + oneLine(err.Error())})
-		case wasOK:
-			rows = append(rows, [3]string{kind, name, "ok"})
-		default:
-			rows = append(rows, [3]string{kind, name, "healed"})
+	if err := knownNames(c, o.Names); err != nil {
+		return false, err
+	}
+	want := func(name string) bool { return len(o.Names) == 0 || slices.Contains(o.Names, name) }
+	r := gather(e)
+	jobs := plan(c, r, want)
+	h := &healer{e: e, dryRun: o.DryRun, ok: true}
+	if len(o.Names) == 0 {
+		h.shims(r)
+	}
+	if line := planLine(jobs); line != "" && !o.DryRun {
+		e.Say("heal plan: %s", line)
+	}
+	h.tools(ctx, r, jobs, want)
+	h.models(ctx, r, jobs, want)
+	if len(o.Names) == 0 {
+		h.auth()
+	}
+	report := HealReport{OK: h.ok, DryRun: o.DryRun, Plan: planTotal(jobs), Results: h.results}
+	if o.JSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return report.OK || o.DryRun, enc.Encode(report)
+	}
+	printHeal(out, report)
+	return report.OK || o.DryRun, nil
+}
+
+// knownNames is a usage error naming the tools and models the manifest
+// has when names holds one it does not, before anything is healed.
+func knownNames(c *guard.Config, names []string) error {
+	var models []string
+	for _, m := range c.M.Models {
+		models = append(models, m.File)
+	}
+	for _, n := range names {
+		if c.M.Tools[n] == nil && !slices.Contains(models, n) {
+			return &UsageError{fmt.Sprintf("heal: no tool or model named %q in %s; its tools: %s; its models: %s",
+				n, c.M.Source, orNone(sortedKeys(c.M.Tools)), orNone(models))}
 		}
 	}
-	known := map[string]bool{}
+	return nil
+}
+
+func orNone(names []string) string {
 	if len(names) == 0 {
-		rows = append(rows, [3]string{"shims", tilde(c.Home, c.ShimDir), "ok"})
+		return "none"
 	}
-	// Judge every tool before healing any: one rebuild often brings back
-	// several tools, which then count as healed, not as fine all along.
-	wasOK := map[string]bool{}
-	for name, tool := range c.M.Tools {
-		wasOK[name] = e.ToolHealth(tool).OK()
+	return printableList(names)
+}
+
+// healer runs one heal and collects its summary.
+type healer struct {
+	e       *guard.Engine
+	dryRun  bool
+	ok      bool
+	results []HealResult
+}
+
+func (h *healer) add(kind, name, state, detail string) {
+	if state == "failed" || state == "would-fail" {
+		h.ok = false
 	}
-	for _, name := range sortedKeys(c.M.Tools) {
-		known[name] = true
-		if !want(name) {
+	h.results = append(h.results, HealResult{Kind: kind, Name: name, State: state, Detail: detail})
+}
+
+// failed is "failed", or "would-fail" in a dry run.
+func (h *healer) failed() string {
+	if h.dryRun {
+		return "would-fail"
+	}
+	return "failed"
+}
+
+// shims reports what the per-call repair (run before the heal) could not
+// mend, with what to run, and removes the links of tools the manifest no
+// longer has.
+func (h *healer) shims(r *Report) {
+	c := h.e.Config()
+	dir := tilde(c.Home, c.ShimDir)
+	if !r.ShimDirFirst {
+		h.add("path", dir, h.failed(), "not first in PATH; run: "+fixPath(c.ShimDir))
+	}
+	if !r.Installed {
+		h.add("shims", dir, h.failed(), "guard is not installed here; run "+fixInstall)
+		return
+	}
+	fine := true
+	for _, s := range r.Shims {
+		switch s.State {
+		case "ok", "stale":
+		case "not-guard":
+			fine = false
+			h.add("shim", s.Name, h.failed(), "a file guard did not put there; move it away or run "+fixInstallForce)
+		default:
+			fine = false
+			h.add("shim", s.Name, h.failed(), s.State+"; guard could not mend it (see above)")
+		}
+	}
+	if fine {
+		h.add("shims", dir, "ok", "")
+	}
+	const why = "no tool of that name in the manifest"
+	if h.dryRun {
+		for _, name := range staleLinks(c) {
+			h.add("link", name, "would-heal", "remove it: "+why)
+		}
+		return
+	}
+	removed, err := removeStaleLinks(c)
+	for _, name := range removed {
+		h.add("link", name, "removed", why)
+	}
+	if err != nil {
+		h.add("link", dir, "failed", err.Error())
+	}
+}
+
+// tools runs each build or package job once and reports every tool it
+// brings back; a tool that was fine all along is ok.
+func (h *healer) tools(ctx context.Context, r *Report, jobs []*job, want func(string) bool) {
+	c := h.e.Config()
+	jobOf := map[string]*job{}
+	for _, j := range jobs {
+		for _, t := range j.tools {
+			jobOf[t] = j
+		}
+	}
+	done := map[*job]error{}
+	for _, t := range r.Tools {
+		if !want(t.Name) {
 			continue
 		}
-		tool := c.M.Tools[name]
-		var err error
-		if !wasOK[name] {
-			if _, err = e.HealTool(ctx, tool); err != nil {
-				e.Say("%s: %s", name, err)
-			}
+		j := jobOf[t.Name]
+		if j == nil {
+			h.add("tool", t.Name, "ok", "")
+			continue
 		}
-		add("tool", name, err, wasOK[name])
+		first := j.tools[0] == t.Name
+		if h.dryRun {
+			switch {
+			case j.kind == "none":
+				h.add("tool", t.Name, "would-fail", "no build recipe or package heals it")
+			case first:
+				h.add("tool", t.Name, "would-heal", j.what())
+			default:
+				h.add("tool", t.Name, "would-heal", j.again())
+			}
+			continue
+		}
+		tool := c.M.Tools[t.Name]
+		if first {
+			_, err := h.e.HealTool(ctx, tool)
+			if err != nil {
+				h.e.Say("%s: %s", t.Name, err)
+			}
+			done[j] = err
+		}
+		switch err := done[j]; {
+		case h.e.ToolHealth(tool).OK():
+			h.add("tool", t.Name, "healed", "")
+		case err != nil:
+			h.add("tool", t.Name, "failed", oneLine(err.Error()))
+		default:
+			now := toolState(h.e, tool)
+			h.add("tool", t.Name, "failed", "still "+now.State+" after "+j.what()+": "+oneLine(now.Reason))
+		}
+	}
+}
+
+// models heals each model job; a model that was fine is ok.
+func (h *healer) models(ctx context.Context, r *Report, jobs []*job, want func(string) bool) {
+	c := h.e.Config()
+	jobOf := map[string]*job{}
+	for _, j := range jobs {
+		if j.kind == "download" || j.kind == "verify" {
+			jobOf[j.name] = j
+		}
 	}
 	for _, m := range c.M.Models {
-		known[m.File] = true
 		if !want(m.File) {
 			continue
 		}
-		path := c.M.ModelsPath(m.File)
-		wasOK := e.Models().Check(m, path).Healthy()
-		var err error
-		if !wasOK {
-			err = e.Models().Ensure(ctx, "guard heal", m, path, true)
-		}
-		add("model", m.File, err, wasOK)
-	}
-	if len(names) == 0 {
-		for _, name := range sortedKeys(c.M.Auth) {
-			a := authState(c, c.M.Auth[name])
-			state := "ok " + a.Found
-			if !a.OK {
-				state = "missing (never blocks a call): " + a.Hint
-				e.Event(heallog.Event{Level: "warn", Event: "auth.missing", Tool: name, Reason: a.Hint, Result: "missing"})
+		j := jobOf[m.File]
+		switch {
+		case j == nil:
+			h.add("model", m.File, "ok", "")
+		case h.dryRun:
+			h.add("model", m.File, "would-heal", j.what())
+		default:
+			if err := h.e.Models().Ensure(ctx, "guard heal", m, c.M.ModelsPath(m.File), true); err != nil {
+				h.add("model", m.File, "failed", oneLine(err.Error()))
+			} else {
+				h.add("model", m.File, "healed", "")
 			}
-			rows = append(rows, [3]string{"auth", name, state})
 		}
 	}
-	for _, n := range names {
-		if !known[n] {
-			ok = false
-			rows = append(rows, [3]string{"?", n, "failed: no tool or model of that name in " + c.M.Source})
+}
+
+// auth says which credentials are missing; guard cannot heal them, and
+// they never block a call.
+func (h *healer) auth() {
+	c := h.e.Config()
+	for _, name := range sortedKeys(c.M.Auth) {
+		a := authState(c, c.M.Auth[name])
+		if a.OK {
+			h.add("auth", name, "ok", a.Found)
+			continue
+		}
+		h.add("auth", name, "missing", "never blocks a call: "+a.Hint)
+		if !h.dryRun {
+			h.e.Event(heallog.Event{Level: "warn", Event: "auth.missing", Tool: name, Reason: a.Hint, Result: "missing"})
 		}
 	}
+}
+
+// printHeal writes the summary table, and in a dry run the plan's total.
+func printHeal(out io.Writer, r HealReport) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", r[0], r[1], r[2])
+	for _, res := range r.Results {
+		state := strings.Replace(res.State, "would-", "would ", 1)
+		if res.Detail != "" {
+			state += ": " + res.Detail
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", res.Kind, printable(res.Name), printable(state))
 	}
 	tw.Flush()
-	return ok
+	if r.DryRun {
+		fmt.Fprintf(out, "plan: %s\n", r.Plan)
+	}
 }
 
 // Pin is `guard manifest pin`: it hashes every model that passes size and

@@ -10,9 +10,12 @@ import (
 // Every list is present (possibly empty), never null.
 type Report struct {
 	Healthy      bool             `json:"healthy"`
+	Problems     []Problem        `json:"problems"`
+	NotFetched   []string         `json:"not_fetched"`
 	Manifest     string           `json:"manifest"`
 	ShimDir      string           `json:"shim_dir"`
 	ShimDirFirst bool             `json:"shim_dir_first_in_path"`
+	Installed    bool             `json:"installed"`
 	Shims        []ShimState      `json:"shims"`
 	Tools        []ToolState      `json:"tools"`
 	Builds       []BuildState     `json:"builds"`
@@ -24,17 +27,27 @@ type Report struct {
 	Events       []heallog.Record `json:"events"`
 }
 
+// Problem is one thing that keeps the report from being healthy, and the
+// command that fixes it (status and heal agree on both). Names in What are
+// printable (Go-quoted when they hold a control character).
+type Problem struct {
+	What string `json:"what"` // "tool llama-completion", "PATH order"
+	Fix  string `json:"fix"`  // "guard heal", "guard install", an export PATH line
+}
+
 // ShimState is one entry of the shim folder: "ok", "missing", "dangling",
-// "not-guard" (a file guard did not put there) or, for guard's own copy,
-// "broken" (empty or cut off).
+// "not-guard" (a file guard did not put there), "stale" (a link to guard
+// for a tool the manifest no longer has; not a problem, heal removes it)
+// or, for guard's own copy, "broken" (empty or cut off).
 type ShimState struct {
 	Name  string `json:"name"`
 	State string `json:"state"`
 }
 
-// ToolState is a tool's real target: "ok", "missing" or "broken".
-// Libraries are the shared libraries the target names (DT_NEEDED); a
-// broken target's Reason names the ones that do not resolve.
+// ToolState is a tool's real target: "ok", "missing", "broken" or
+// "not-built" (its recipe never built it here: a fresh install, not an
+// eviction). Libraries are the shared libraries the target names
+// (DT_NEEDED); a broken target's Reason names the ones that do not resolve.
 type ToolState struct {
 	Name      string   `json:"name"`
 	Target    string   `json:"target,omitempty"`
@@ -46,12 +59,17 @@ type ToolState struct {
 	Package   string   `json:"package,omitempty"`
 }
 
-// BuildState is a build recipe and whether its source folder is there.
+// BuildState is a build recipe, whether its source folder is there, and
+// its last good run here (what a rebuild costs); none when it never built
+// here.
 type BuildState struct {
-	Name      string `json:"name"`
-	Dir       string `json:"dir"`
-	DirExists bool   `json:"dir_exists"`
-	Log       string `json:"log"`
+	Name      string    `json:"name"`
+	Dir       string    `json:"dir"`
+	DirExists bool      `json:"dir_exists"`
+	Repo      string    `json:"repo,omitempty"`
+	Log       string    `json:"log"`
+	BuiltAt   time.Time `json:"built_at,omitzero"`
+	BuildMS   int64     `json:"build_ms,omitempty"`
 }
 
 // PackageState is a command from [packages] and whether PATH has it.
@@ -61,17 +79,20 @@ type PackageState struct {
 	Present bool   `json:"present"`
 }
 
-// ModelState is a model file: ok, unverified, missing, truncated, not-gguf,
+// ModelState is a model file: ok, unverified, missing (evicted: it was
+// here), not-fetched (never downloaded here), truncated, not-gguf,
 // hash-mismatch or stale (pinned, hashed again on the next call).
+// DownloadBytes is what a heal would download.
 type ModelState struct {
-	File       string    `json:"file"`
-	Path       string    `json:"path"`
-	Role       string    `json:"role,omitempty"`
-	Size       int64     `json:"size"`
-	OnDisk     int64     `json:"on_disk"`
-	State      string    `json:"state"`
-	RetryAfter time.Time `json:"retry_after,omitzero"` // a failed heal is not tried again before this
-	Reason     string    `json:"reason,omitempty"`
+	File          string    `json:"file"`
+	Path          string    `json:"path"`
+	Role          string    `json:"role,omitempty"`
+	Size          int64     `json:"size"`
+	OnDisk        int64     `json:"on_disk"`
+	State         string    `json:"state"`
+	DownloadBytes int64     `json:"download_bytes,omitempty"`
+	RetryAfter    time.Time `json:"retry_after,omitzero"` // a failed heal is not tried again before this
+	Reason        string    `json:"reason,omitempty"`
 	// SHA256DeclaredBy names who declared the sha256 an ok model was
 	// verified against: "manifest" (a pin) or the url whose X-Linked-Etag
 	// gave it.
@@ -95,28 +116,65 @@ type CacheState struct {
 	SavedSeconds float64 `json:"saved_seconds"`
 }
 
-// needsHealing names what keeps the report from being healthy: a shim that
-// is not ok, a tool missing or broken, a model a call could not use, or the
-// shim folder not first in PATH. Missing packages and auth never count:
-// packages are installed when a heal needs them, auth never blocks a call.
-func (r *Report) needsHealing() []string {
-	var out []string
+// What fixes each kind of problem; status and heal name the same one.
+const (
+	fixHeal         = "guard heal"
+	fixInstall      = "guard install"
+	fixInstallForce = "guard install --force"
+)
+
+// fixPath is the line that puts the shim folder first in this shell.
+func fixPath(shimDir string) string { return `export PATH="` + shimDir + `:$PATH"` }
+
+// problems lists what keeps the report from being healthy and what fixes
+// each: guard not installed (install), a file in the way of a shim
+// (install --force), the shim folder not first in PATH (an export line
+// only the caller's shell can run), a shim, tool or model a heal brings
+// back. A tool never built or a model never fetched here is not a problem
+// (a fresh install is not an emergency: see notFetched), nor is a stale
+// link, a missing package or missing auth: packages are installed when a
+// heal needs them, auth never blocks a call.
+func (r *Report) problems() []Problem {
+	var out []Problem
+	add := func(what, fix string) { out = append(out, Problem{what, fix}) }
+	if !r.Installed {
+		add("guard", fixInstall)
+	}
 	if !r.ShimDirFirst {
-		out = append(out, "PATH order")
+		add("PATH order", fixPath(r.ShimDir))
 	}
 	for _, s := range r.Shims {
-		if s.State != "ok" {
-			out = append(out, "shim "+s.Name)
+		switch {
+		case s.State == "not-guard":
+			add("shim "+printable(s.Name), fixInstallForce)
+		case r.Installed && s.State != "ok" && s.State != "stale":
+			add("shim "+printable(s.Name), fixHeal)
 		}
 	}
 	for _, t := range r.Tools {
-		if t.State != "ok" {
-			out = append(out, "tool "+t.Name)
+		if t.State != "ok" && t.State != "not-built" {
+			add("tool "+printable(t.Name), fixHeal)
 		}
 	}
 	for _, m := range r.Models {
-		if !modelUsable(m.State) {
-			out = append(out, "model "+m.File)
+		if !modelUsable(m.State) && m.State != "not-fetched" {
+			add("model "+printable(m.File), fixHeal)
+		}
+	}
+	return out
+}
+
+// notFetched names the tools never built and the models never fetched here.
+func (r *Report) notFetched() []string {
+	out := []string{}
+	for _, t := range r.Tools {
+		if t.State == "not-built" {
+			out = append(out, "tool "+printable(t.Name))
+		}
+	}
+	for _, m := range r.Models {
+		if m.State == "not-fetched" {
+			out = append(out, "model "+printable(m.File))
 		}
 	}
 	return out

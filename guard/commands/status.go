@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,8 +13,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/auth"
 	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/heallog"
-	"github.com/sandbox-guard/guard/guard/install"
-	"github.com/sandbox-guard/guard/guard/resolve"
+	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -34,7 +32,8 @@ func Status(e *guard.Engine, out io.Writer, o StatusOptions) (bool, error) {
 	if o.Events > 0 {
 		events, err := heallog.Read(c.LogPath, o.Events, o.Since)
 		if err != nil {
-			return false, fmt.Errorf("read heal log: %w", err)
+			// The report is still worth having without its events.
+			e.Say("cannot read the heal log: %v; no events shown", err)
 		}
 		r.Events = append(r.Events, events...)
 	}
@@ -80,33 +79,18 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 func gather(e *guard.Engine) *Report {
 	c := e.Config()
 	r := &Report{
-		Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c), LogPath: c.LogPath, Healthy: true,
-		Shims: []ShimState{}, Tools: []ToolState{}, Builds: []BuildState{}, Packages: []PackageState{},
+		Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c), Installed: installed(c), LogPath: c.LogPath,
+		Shims: shimStates(c), Tools: []ToolState{}, Builds: []BuildState{}, Packages: []PackageState{},
 		Models: []ModelState{}, Auth: []AuthState{}, Events: []heallog.Record{},
 	}
-	r.Shims = append(r.Shims, shimState(c.ShimDir, install.GuardName))
 	for _, name := range sortedKeys(c.M.Tools) {
-		r.Shims = append(r.Shims, shimState(c.ShimDir, name))
-		tool := c.M.Tools[name]
-		ts := ToolState{Name: name, Build: tool.Build, Package: tool.Package, State: "ok"}
-		if h := e.ToolHealth(tool); h.Err != nil {
-			ts.State, ts.Reason = "missing", h.Err.Error()
-		} else {
-			ts.Target = h.Path
-			ts.Libraries, ts.Static = builds.Linkage(h.Path)
-			if h.Broken != "" {
-				ts.State, ts.Reason = "broken", h.Broken
-			}
-		}
-		r.Tools = append(r.Tools, ts)
+		r.Tools = append(r.Tools, toolState(e, c.M.Tools[name]))
 	}
 	for _, name := range sortedKeys(c.M.Builds) {
-		b := c.M.Builds[name]
-		_, err := os.Stat(b.Dir)
-		r.Builds = append(r.Builds, BuildState{Name: name, Dir: b.Dir, DirExists: err == nil, Log: e.BuildLog(name)})
+		r.Builds = append(r.Builds, buildState(e, c.M.Builds[name]))
 	}
 	for _, cmd := range sortedKeys(c.M.Packages) {
-		r.Packages = append(r.Packages, PackageState{Command: cmd, Package: c.M.Packages[cmd], Present: onPath(cmd, c.PathEnv)})
+		r.Packages = append(r.Packages, PackageState{Command: cmd, Package: c.M.Packages[cmd], Present: commandPresent(e, cmd)})
 	}
 	for _, m := range c.M.Models {
 		r.Models = append(r.Models, modelState(e, m))
@@ -117,48 +101,81 @@ func gather(e *guard.Engine) *Report {
 	if st, err := e.PromptCache().Stats(); err == nil {
 		r.Cache = CacheState{Entries: st.Entries, Bytes: st.Bytes, Hits: st.Hits, Misses: st.Misses, SavedSeconds: st.SavedSeconds}
 	}
-	r.Healthy = len(r.needsHealing()) == 0
+	r.Problems = append([]Problem{}, r.problems()...)
+	r.NotFetched = r.notFetched()
+	r.Healthy = len(r.Problems) == 0
 	return r
 }
 
-func shimState(dir, name string) ShimState {
-	p := filepath.Join(dir, name)
-	fi, err := os.Lstat(p)
+// toolState is a tool's real target, healing nothing. A missing binary
+// that its recipe never built here (no stamp of it, no good run of the
+// recipe) is "not-built": a fresh install, not an eviction.
+func toolState(e *guard.Engine, tool *manifest.Tool) ToolState {
+	c := e.Config()
+	ts := ToolState{Name: tool.Name, Build: tool.Build, Package: tool.Package, State: "ok"}
+	h := e.ToolHealth(tool)
 	switch {
-	case err != nil:
-		return ShimState{name, "missing"}
-	case name == install.GuardName && install.CopyProblem(p) != "":
-		return ShimState{name, "broken"} // empty or cut off: every shim would run nothing, or crash
-	case name == install.GuardName:
-		return ShimState{name, "ok"}
-	case fi.Mode()&os.ModeSymlink == 0:
-		return ShimState{name, "not-guard"}
+	case h.Err != nil && tool.Build != "" && tool.Path != "" && !builtHere(c, tool):
+		ts.State, ts.Reason = "not-built", "never built here: "+tool.Path
+	case h.Err != nil:
+		ts.State, ts.Reason = "missing", h.Err.Error()
+	default:
+		ts.Target = h.Path
+		ts.Libraries, ts.Static = builds.Linkage(h.Path)
+		if h.Broken != "" {
+			ts.State, ts.Reason = "broken", h.Broken
+		}
 	}
-	if _, err := os.Stat(p); err != nil {
-		return ShimState{name, "dangling"}
-	}
-	if t, _ := os.Readlink(p); t != install.GuardName && t != filepath.Join(dir, install.GuardName) {
-		return ShimState{name, "not-guard"}
-	}
-	return ShimState{name, "ok"}
+	return ts
 }
 
-// onPath reports whether PATH has cmd.
-func onPath(cmd, pathEnv string) bool {
-	_, ok := resolve.LookPath(cmd, pathEnv)
+// builtHere reports whether tool's binary was ever healthy here, or its
+// recipe ever ran to a good end here.
+func builtHere(c *guard.Config, tool *manifest.Tool) bool {
+	if builds.Stamped(c.State().Stamps(), tool.Path) {
+		return true
+	}
+	_, ok := builds.LastBuild(c.StateDir, tool.Build)
 	return ok
 }
 
+func buildState(e *guard.Engine, b *manifest.Build) BuildState {
+	_, err := os.Stat(b.Dir)
+	st := BuildState{Name: b.Name, Dir: b.Dir, DirExists: err == nil, Repo: b.Repo, Log: e.BuildLog(b.Name)}
+	if last, ok := builds.LastBuild(e.Config().StateDir, b.Name); ok {
+		st.BuiltAt, st.BuildMS = last.At, max(last.Took.Milliseconds(), 1)
+	}
+	return st
+}
+
+// commandPresent reports whether a real cmd is on PATH: the shim folder and
+// guard itself do not count, or a link made for a tool of that name would
+// pass for the installed command.
+func commandPresent(e *guard.Engine, cmd string) bool {
+	return e.ToolHealth(&manifest.Tool{Name: cmd}).Err == nil
+}
+
 func modelState(e *guard.Engine, m *manifest.Model) ModelState {
-	path := e.Config().M.ModelsPath(m.File)
+	c := e.Config()
+	path := c.M.ModelsPath(m.File)
 	st := ModelState{File: m.File, Path: path, Role: m.Role, Size: m.Size}
 	if fi, err := os.Stat(path); err == nil {
 		st.OnDisk = fi.Size()
 	}
 	healer := e.Models()
 	st.State = string(healer.Check(m, path))
+	seen := healer.Seen(m, path)
 	if st.State == "ok" {
-		st.SHA256DeclaredBy = healer.Seen(m, path).DeclaredBy
+		st.SHA256DeclaredBy = seen.DeclaredBy
+	}
+	if st.State == string(verify.Missing) && !seen.Ever {
+		st.State = "not-fetched"
+	}
+	if !modelUsable(st.State) && st.State != string(verify.Stale) {
+		st.DownloadBytes = m.Size
+		if st.OnDisk == 0 && seen.Partial > 0 && seen.Partial < m.Size {
+			st.DownloadBytes -= seen.Partial // resumed, not started over
+		}
 	}
 	if until, reason, ok := healer.LastFailure(path); ok {
 		st.RetryAfter, st.Reason = until, reason

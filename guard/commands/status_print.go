@@ -44,8 +44,8 @@ func (p *printer) mark(ok bool, s string) string {
 }
 
 // tilde writes a path under HOME as ~/..., which is shorter and the same
-// on every machine.
-func (p *printer) tilde(path string) string { return tilde(p.home, path) }
+// on every machine, as a printable cell.
+func (p *printer) tilde(path string) string { return printable(tilde(p.home, path)) }
 
 func tilde(home, path string) string {
 	if home == "" || home == "/" {
@@ -60,12 +60,14 @@ func tilde(home, path string) string {
 	return path
 }
 
-// tildeAll applies tilde to every path-looking word of a message.
+// tildeAll applies tilde to every path-looking word of a message's first
+// line, and makes it printable.
 func (p *printer) tildeAll(s string) string {
-	if p.home == "" || p.home == "/" {
-		return s
+	s = oneLine(s)
+	if p.home != "" && p.home != "/" {
+		s = strings.ReplaceAll(s, p.home+"/", "~/")
 	}
-	return strings.ReplaceAll(s, p.home+"/", "~/")
+	return printable(s)
 }
 
 func (p *printer) print(out io.Writer, r *Report) {
@@ -74,24 +76,23 @@ func (p *printer) print(out io.Writer, r *Report) {
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	section := func(title string) { fmt.Fprintf(tw, "\n%s\n", p.paint(bold, title)) }
 
-	if todo := r.needsHealing(); len(todo) > 0 {
-		fmt.Fprintf(tw, "guard: %s: %s; run guard heal\n", p.mark(false, "needs healing"), strings.Join(todo, ", "))
-	} else {
-		fmt.Fprintf(tw, "guard: %s\n", p.mark(true, "healthy"))
-	}
+	p.headline(tw, r)
 	fmt.Fprintf(tw, "manifest: %s\n", p.tilde(r.Manifest))
 
 	first := "yes"
 	if !r.ShimDirFirst {
-		first = "no; run: export PATH=\"" + r.ShimDir + ":$PATH\""
+		first = "no; run: " + fixPath(r.ShimDir)
 	}
 	section("shims (" + p.tilde(r.ShimDir) + ", first in PATH: " + p.mark(r.ShimDirFirst, first) + ")")
 	for _, s := range r.Shims {
 		what := "-> guard"
-		if s.Name == "guard" {
+		switch {
+		case s.Name == "guard":
 			what = "guard's own copy"
+		case s.State == "stale":
+			what = "-> guard (no tool of that name in the manifest; guard heal removes it)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, p.mark(s.State == "ok", s.State), what)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(s.Name), p.mark(s.State == "ok" || s.State == "stale", s.State), what)
 	}
 
 	section("tools")
@@ -101,25 +102,26 @@ func (p *printer) print(out io.Writer, r *Report) {
 			detail += " (" + libs + ")"
 		}
 		if t.Reason != "" {
-			detail = p.tildeAll(oneLine(t.Reason))
+			detail = p.tildeAll(t.Reason)
 		}
 		heal := ""
 		if t.Build != "" {
-			heal = "build " + t.Build
+			heal = "build " + printable(t.Build)
 		} else if t.Package != "" {
-			heal = "package " + t.Package
+			heal = "package " + printable(t.Package)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.Name, p.mark(t.State == "ok", t.State), detail, heal)
+		state := p.mark(t.State == "ok", t.State)
+		if t.State == "not-built" {
+			state = p.paint(yellow, t.State)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", printable(t.Name), state, detail, heal)
 	}
 
 	if len(r.Builds) > 0 {
 		section("builds")
 		for _, b := range r.Builds {
-			src := "source present"
-			if !b.DirExists {
-				src = "source missing"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\tlog %s\n", b.Name, p.tilde(b.Dir), p.mark(b.DirExists, src), p.tilde(b.Log))
+			src := sourceText(b)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\tlog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), lastBuilt(b), p.tilde(b.Log))
 		}
 	}
 
@@ -130,7 +132,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 			if !pk.Present {
 				state = p.paint(yellow, "missing (installed when a heal needs it)")
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", pk.Command, pk.Package, state)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(pk.Command), printable(pk.Package), state)
 		}
 	}
 
@@ -142,15 +144,15 @@ func (p *printer) print(out io.Writer, r *Report) {
 			section("models")
 		}
 		for _, m := range r.Models {
-			name := m.File
+			name := printable(m.File)
 			if dir == "" {
 				name = p.tilde(m.Path)
 			}
 			state := p.mark(modelUsable(m.State), m.State)
-			if m.State == "unverified" {
+			if m.State == "unverified" || m.State == "not-fetched" {
 				state = p.paint(yellow, m.State)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", name, m.Role, state, p.modelDetail(m))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", name, printable(m.Role), state, p.modelDetail(m))
 		}
 	}
 
@@ -159,9 +161,9 @@ func (p *printer) print(out io.Writer, r *Report) {
 		for _, a := range r.Auth {
 			state := p.paint(green, "ok") + " " + p.tilde(a.Found)
 			if !a.OK {
-				state = p.paint(yellow, "missing") + " (never blocks a call): " + a.Hint
+				state = p.paint(yellow, "missing") + " (never blocks a call): " + p.tildeAll(a.Hint)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\n", a.Name, state)
+			fmt.Fprintf(tw, "  %s\t%s\n", printable(a.Name), state)
 		}
 	}
 
@@ -178,11 +180,46 @@ func (p *printer) print(out io.Writer, r *Report) {
 			if e.DurationMS > 0 {
 				dur = (time.Duration(e.DurationMS) * time.Millisecond).Round(time.Millisecond).String()
 			}
-			result := p.mark(e.Result == "" || e.Result == "ok", e.Result)
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", when(e.TS), e.Event, e.Tool, p.tildeAll(oneLine(firstOf(e.Target, e.Reason))), result, dur)
+			result := p.mark(e.Result == "" || e.Result == "ok", printable(e.Result))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", when(e.TS), printable(e.Event), printable(e.Tool), p.tildeAll(firstOf(e.Target, e.Reason)), result, dur)
 		}
 	}
 	tw.Flush()
+}
+
+// headline is the report's first lines: "healthy", or one line for each
+// command that fixes something, naming what it fixes; then what was never
+// fetched here, which a call fetches when it needs it.
+func (p *printer) headline(w io.Writer, r *Report) {
+	problems := r.problems()
+	if len(problems) == 0 {
+		fmt.Fprintf(w, "guard: %s\n", p.mark(true, "healthy"))
+	}
+	var fixes []string
+	byFix := map[string][]string{}
+	for _, pr := range problems {
+		if byFix[pr.Fix] == nil {
+			fixes = append(fixes, pr.Fix)
+		}
+		byFix[pr.Fix] = append(byFix[pr.Fix], pr.What)
+	}
+	for _, fix := range fixes {
+		items := strings.Join(byFix[fix], ", ")
+		switch fix {
+		case fixHeal:
+			fmt.Fprintf(w, "guard: %s: %s; run guard heal\n", p.mark(false, "needs healing"), items)
+		case fixInstall:
+			fmt.Fprintf(w, "guard: %s: %s; run guard install\n", p.mark(false, "not installed"), p.tilde(r.ShimDir))
+		case fixInstallForce:
+			fmt.Fprintf(w, "guard: %s: %s (a file guard did not put there); run guard install --force\n", p.mark(false, "in the way"), items)
+		default: // the PATH line
+			fmt.Fprintf(w, "guard: %s: %s; run: %s\n", p.mark(false, "not first in PATH"), p.tilde(r.ShimDir), fix)
+		}
+	}
+	if todo := r.notFetched(); len(todo) > 0 {
+		fmt.Fprintf(w, "guard: %s: %s; a call fetches what it needs, or see guard heal --dry-run\n",
+			p.paint(yellow, "not fetched yet"), strings.Join(todo, ", "))
+	}
 }
 
 // writeTrimmed copies text to out without what tabwriter leaves after a
@@ -221,13 +258,15 @@ func (p *printer) modelDetail(m ModelState) string {
 	switch {
 	case modelUsable(m.State) || m.State == "stale" || m.State == "hash-mismatch":
 		s = humanBytes(m.Size)
+	case m.State == "not-fetched":
+		s = "download " + humanBytes(m.DownloadBytes)
 	case m.State == "missing":
-		s = "needs " + humanBytes(m.Size)
+		s = "needs " + humanBytes(m.DownloadBytes)
 	default:
 		s = humanBytes(m.OnDisk) + " of " + humanBytes(m.Size)
 	}
 	if !m.RetryAfter.IsZero() {
-		s += fmt.Sprintf("; last heal failed (%s), retried after %s or by guard heal", oneLine(m.Reason), m.RetryAfter.Local().Format("15:04:05"))
+		s += fmt.Sprintf("; last heal failed (%s), retried after %s or by guard heal", p.tildeAll(m.Reason), m.RetryAfter.Local().Format("15:04:05"))
 	}
 	return s
 }

@@ -24,10 +24,16 @@ import (
 // gains, loses or renames a key without this mirror, and so the README,
 // following.
 type documentedReport struct {
-	Healthy      bool   `json:"healthy"`
-	Manifest     string `json:"manifest"`
-	ShimDir      string `json:"shim_dir"`
-	ShimDirFirst bool   `json:"shim_dir_first_in_path"`
+	Healthy  bool `json:"healthy"`
+	Problems []struct {
+		What string `json:"what"`
+		Fix  string `json:"fix"`
+	} `json:"problems"`
+	NotFetched   []string `json:"not_fetched"`
+	Manifest     string   `json:"manifest"`
+	ShimDir      string   `json:"shim_dir"`
+	ShimDirFirst bool     `json:"shim_dir_first_in_path"`
+	Installed    bool     `json:"installed"`
 	Shims        []struct {
 		Name  string `json:"name"`
 		State string `json:"state"`
@@ -43,10 +49,13 @@ type documentedReport struct {
 		Package   string   `json:"package"`
 	} `json:"tools"`
 	Builds []struct {
-		Name      string `json:"name"`
-		Dir       string `json:"dir"`
-		DirExists bool   `json:"dir_exists"`
-		Log       string `json:"log"`
+		Name      string    `json:"name"`
+		Dir       string    `json:"dir"`
+		DirExists bool      `json:"dir_exists"`
+		Repo      string    `json:"repo"`
+		Log       string    `json:"log"`
+		BuiltAt   time.Time `json:"built_at"`
+		BuildMS   int64     `json:"build_ms"`
 	} `json:"builds"`
 	Packages []struct {
 		Command string `json:"command"`
@@ -60,6 +69,7 @@ type documentedReport struct {
 		Size       int64     `json:"size"`
 		OnDisk     int64     `json:"on_disk"`
 		State      string    `json:"state"`
+		Download   int64     `json:"download_bytes"`
 		RetryAfter time.Time `json:"retry_after"`
 		Reason     string    `json:"reason"`
 		// Who declared the sha256 an ok model was verified against.
@@ -224,7 +234,7 @@ func TestStatusJSONListsAreNeverNull(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"shims", "tools", "builds", "packages", "models", "auth", "events"} {
+	for _, k := range []string{"problems", "not_fetched", "shims", "tools", "builds", "packages", "models", "auth", "events"} {
 		if _, ok := got[k].([]any); !ok {
 			t.Errorf("%s is %v, want a list", k, got[k])
 		}
@@ -235,7 +245,7 @@ func TestStatusJSONListsAreNeverNull(t *testing.T) {
 // column carries the same escape bytes, so tabwriter aligns it the same.
 func TestStatusColourKeepsAlignment(t *testing.T) {
 	r := &Report{
-		ShimDir: "/h/.shim", ShimDirFirst: false, Manifest: "/h/m.toml", LogPath: "/tmp/selfheal.log",
+		ShimDir: "/h/.shim", ShimDirFirst: false, Installed: true, Manifest: "/h/m.toml", LogPath: "/tmp/selfheal.log",
 		Shims:    []ShimState{{"guard", "ok"}, {"llama-completion", "dangling"}},
 		Tools:    []ToolState{{Name: "npx", Target: "/usr/bin/npx", State: "ok", Libraries: []string{"libc.so.6"}}, {Name: "llama-simple", State: "broken", Reason: "missing library libllama.so", Build: "llama-cpp"}},
 		Builds:   []BuildState{{Name: "llama-cpp", Dir: "/h/llama.cpp", DirExists: true}, {Name: "other", Dir: "/x"}},
@@ -258,7 +268,7 @@ func TestStatusColourKeepsAlignment(t *testing.T) {
 		t.Errorf("coloured report aligns differently:\n%s\nplain:\n%s", stripped, plain.String())
 	}
 	for _, want := range []string{
-		"guard: needs healing: PATH order, shim llama-completion, tool llama-simple, model a.gguf; run guard heal\n",
+		"guard: not first in PATH: ~/.shim; run: export PATH=\"/h/.shim:$PATH\"\nguard: needs healing: shim llama-completion, tool llama-simple, model a.gguf; run guard heal\n",
 		"manifest: ~/m.toml\n",
 		"  npx           ok      /usr/bin/npx (1 library)\n",
 		"  a.gguf     truncated   1.0 MiB of 1.0 GiB\n",
@@ -336,5 +346,42 @@ func TestUseColourOnlyOnATerminal(t *testing.T) {
 	}
 	if colour(tty, "NO_COLOR=", "TERM=dumb") {
 		t.Error("colour on a dumb terminal")
+	}
+}
+
+// Names come from the manifest (a quoted TOML key may hold a newline) and
+// the log (anyone's text): a control character in one is written escaped,
+// so it can neither break the table into extra lines nor reach the
+// terminal as an escape sequence.
+func TestStatusEscapesControlCharacters(t *testing.T) {
+	r := &Report{
+		ShimDir: "/h/.shim", ShimDirFirst: true, Installed: true, Manifest: "/h/m.toml", LogPath: "/tmp/selfheal.log",
+		Shims:    []ShimState{{"guard", "ok"}, {"evil\nname", "missing"}},
+		Tools:    []ToolState{{Name: "evil\nname", State: "missing", Reason: "not found; tried /bin/evil\x1b[2J"}},
+		Packages: []PackageState{{"cmd\tx", "pkg", true}},
+		Models:   []ModelState{{File: "m\x1b[31m.gguf", Path: "/h/m\x1b[31m.gguf", Size: 10, State: "missing"}},
+		Auth:     []AuthState{{Name: "a\u2028b", Hint: "log in\r"}},
+		Events:   []heallog.Record{{Event: "shim.recreate", Tool: "a\rb", Target: "/h/.shim/a\rb", Result: "ok\x07"}},
+	}
+	var out bytes.Buffer
+	(&printer{home: "/h", showEvents: true}).print(&out, r)
+	text := out.String()
+	if strings.ContainsAny(text, "\r\t\x1b\x07\u2028") {
+		t.Fatalf("a control character reached the report:\n%q", text)
+	}
+	for _, want := range []string{
+		"guard: needs healing: shim \"evil\\nname\", tool \"evil\\nname\", model \"m\\x1b[31m.gguf\"; run guard heal\n",
+		"  \"evil\\nname\"  missing  -> guard\n",
+		"  \"cmd\\tx\"  pkg  present\n",
+		"\"~/.shim/a\\rb\"",
+		"\"ok\\a\"",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
+		}
+	}
+	lines := strings.Count(text, "\n")
+	if want := 24; lines != want { // one a row, as without the control characters
+		t.Errorf("%d lines, want %d:\n%s", lines, want, text)
 	}
 }

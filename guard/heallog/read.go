@@ -1,60 +1,152 @@
 package heallog
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"slices"
+	"syscall"
 	"time"
 )
 
+// The log is read from its end, a block at a time, newest event first:
+// `guard status` shows the last few events, and what it costs must follow
+// what it shows, not how big the log has grown (a busy log and its rotated
+// file hold megabytes of events, a log someone else's tool wrote into may
+// hold anything). Memory is a block, one line and the events kept.
+const (
+	// firstBlock holds the last ten or so events; each further block is
+	// twice the one before, up to maxBlock.
+	firstBlock = 8 << 10
+	maxBlock   = 256 << 10
+	// maxLine bounds one line; a longer one is not an event (an event is a
+	// few hundred bytes) and is skipped without being kept.
+	maxLine = 1 << 20
+)
+
 // Read returns the last n events (oldest first) from path and its rotated
-// file path+".1", keeping only those at or after since (zero = all). Lines
-// that are not events (a torn write, another program's text) are skipped.
-// A missing log is not an error: it means nothing was healed yet.
+// file path+".1", keeping only those at or after since (zero = all; n <= 0 =
+// all). It stops reading at the n-th event from the end, or at the end of
+// the block where it met one older than since, so it reads little of a big
+// log. Lines that are not events (a torn write, another program's text) are
+// skipped. A missing log is not an error: nothing was healed yet. A log that
+// is not a regular file (a FIFO, a device) is an error, found without
+// waiting on it.
 func Read(path string, n int, since time.Time) ([]Record, error) {
-	var all []Record
-	for _, p := range []string{path + ".1", path} {
-		recs, err := readFile(p, since)
+	var newestFirst []Record
+	for _, p := range []string{path, path + ".1"} {
+		done, err := readFile(p, n, since, &newestFirst)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return all, err
+			return nil, err
 		}
-		all = append(all, recs...)
+		if done {
+			break
+		}
 	}
-	if n > 0 && len(all) > n {
-		all = all[len(all)-n:]
-	}
-	return all, nil
+	slices.Reverse(newestFirst)
+	return newestFirst, nil
 }
 
-func readFile(path string, since time.Time) ([]Record, error) {
-	f, err := os.Open(path)
+// readFile adds path's events to out, newest first, and reports whether
+// the older file need not be read: out holds n events, or one older than
+// since was met.
+func readFile(path string, n int, since time.Time, out *[]Record) (bool, error) {
+	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	defer f.Close()
-	return Parse(f, since)
-}
-
-// Parse reads JSON-line events from r; malformed lines are skipped.
-func Parse(r io.Reader, since time.Time) ([]Record, error) {
-	var out []Record
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var rec Record
-		if json.Unmarshal(sc.Bytes(), &rec) != nil || rec.Event == "" {
-			continue
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if !fi.Mode().IsRegular() {
+		return false, fmt.Errorf("heal log %s is not a regular file", path)
+	}
+	done := false
+	err = linesBackward(f, fi.Size(), func(line []byte) bool {
+		rec, ok := parseLine(line)
+		if !ok {
+			return true
 		}
 		if !since.IsZero() && rec.TS.Before(since) {
-			continue
+			// Events are appended as they happen, so the rest is older
+			// too; the block in hand is still read, since concurrent
+			// writers may have put events a few milliseconds out of order.
+			done = true
+			return true
 		}
-		out = append(out, rec)
+		*out = append(*out, rec)
+		if n > 0 && len(*out) >= n {
+			done = true
+			return false
+		}
+		return true
+	}, func() bool { return !done })
+	return done, err
+}
+
+// linesBackward calls line for each line of r (size bytes), last line
+// first, without its newline. It stops when line returns false, or when
+// more returns false at the start of a block. Lines longer than maxLine are
+// skipped.
+func linesBackward(r io.ReaderAt, size int64, line func([]byte) bool, more func() bool) error {
+	var buf []byte
+	var head []byte // the start of the block read last: a line whose beginning lies further back
+	overlong := false
+	for pos, block := size, int64(firstBlock); pos > 0; block = min(2*block, maxBlock) {
+		if !more() {
+			return nil
+		}
+		k := min(block, pos)
+		pos -= k
+		if int64(cap(buf)) < k {
+			buf = make([]byte, k)
+		}
+		if _, err := r.ReadAt(buf[:k], pos); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read heal log: %w", err)
+		}
+		data := append(buf[:k:k], head...)
+		for {
+			i := bytes.LastIndexByte(data, '\n')
+			if i < 0 {
+				break
+			}
+			tail := data[i+1:]
+			data = data[:i]
+			if overlong {
+				overlong = false // tail is the start of the line that was too long
+				continue
+			}
+			if !line(tail) {
+				return nil
+			}
+		}
+		head = append(head[:0], data...)
+		if len(head) > maxLine {
+			head, overlong = head[:0], true
+		}
 	}
-	if err := sc.Err(); err != nil && !errors.Is(err, bufio.ErrTooLong) {
-		return out, err
+	if !overlong && len(head) > 0 {
+		line(head)
 	}
-	return out, nil
+	return nil
+}
+
+// parseLine reads one line of the log as an event; ok is false for
+// anything that is not one.
+func parseLine(line []byte) (rec Record, ok bool) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || line[0] != '{' {
+		return rec, false
+	}
+	if json.Unmarshal(line, &rec) != nil || rec.Event == "" {
+		return rec, false
+	}
+	return rec, true
 }

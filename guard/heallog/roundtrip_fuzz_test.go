@@ -40,7 +40,7 @@ func FuzzRoundTrip(f *testing.F) {
 		if bytes.Count(data, []byte("\n")) != 1 || !bytes.HasSuffix(data, []byte("\n")) {
 			t.Fatalf("one event is not one line: %q", data)
 		}
-		recs, err := heallog.Parse(bytes.NewReader(data), time.Time{})
+		recs, err := heallog.Read(path, 0, time.Time{})
 		if err != nil || len(recs) != 1 {
 			t.Fatalf("read back %d records (err %v) from %q", len(recs), err, data)
 		}

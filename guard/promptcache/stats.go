@@ -39,12 +39,36 @@ func (s *Store) Stats() (Stats, error) {
 		st.Entries++
 		st.Bytes += it.size
 	}
-	var c counters
-	if err := s.update(func(cur *counters) { c = *cur }); err != nil {
+	c, err := s.readCounters()
+	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	st.Hits, st.Misses, st.SavedSeconds = c.hits, c.misses, c.saved
 	return st, nil
+}
+
+// readCounters reads the counters under a shared lock, opening the file
+// read-only and creating nothing, so figures can be read from a cache that
+// is read-only or another user's. No counters file means zero counters.
+func (s *Store) readCounters() (counters, error) {
+	path := filepath.Join(s.Dir, statsName)
+	fd, err := openRaw(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK)
+	if errors.Is(err, fs.ErrNotExist) {
+		return counters{}, nil
+	}
+	if err != nil {
+		return counters{}, err
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Flock(fd, syscall.LOCK_SH); err != nil {
+		return counters{}, &fs.PathError{Op: "lock", Path: path, Err: err}
+	}
+	var buf [statsSize + 1]byte
+	n, err := preadFull(fd, buf[:])
+	if err != nil {
+		return counters{}, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	return decodeCounters(buf[:n]), nil
 }
 
 // The counters file is 32 bytes: magic, hits, misses, saved seconds (float64

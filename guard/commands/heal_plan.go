@@ -1,0 +1,190 @@
+package commands
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard"
+	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/manifest"
+)
+
+// A heal's plan is read from the same report status prints, so the two
+// always agree on what needs doing: a job per build recipe or package
+// (run once, however many tools it brings back), and one per model.
+
+// job is one thing a heal does.
+type job struct {
+	kind  string   // "build", "package", "download", "verify", "none"
+	name  string   // the recipe, package or model file; the tool for "none"
+	tools []string // the tools a build or package brings back, in order
+	bytes int64    // to download or hash
+	clone string   // the repo a build clones first (its dir is missing)
+	last  time.Duration
+	built bool // the recipe ran to a good end here before; last is its time
+}
+
+// plan lists the jobs that bring back what r finds wrong or never fetched,
+// among the tools and models want accepts.
+func plan(c *guard.Config, r *Report, want func(string) bool) []*job {
+	var jobs []*job
+	byKey := map[string]*job{}
+	for _, t := range r.Tools {
+		if t.State == "ok" || !want(t.Name) {
+			continue
+		}
+		j := toolJob(c, c.M.Tools[t.Name])
+		if have := byKey[j.kind+":"+j.name]; have != nil {
+			have.tools = append(have.tools, t.Name)
+			continue
+		}
+		byKey[j.kind+":"+j.name] = j
+		jobs = append(jobs, j)
+	}
+	for _, m := range r.Models {
+		if modelUsable(m.State) || !want(m.File) {
+			continue
+		}
+		j := &job{kind: "download", name: m.File, bytes: m.DownloadBytes}
+		if m.State == "stale" {
+			j.kind, j.bytes = "verify", m.Size
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// toolJob is what brings tool back: its build recipe, else its package.
+func toolJob(c *guard.Config, tool *manifest.Tool) *job {
+	j := &job{kind: "none", name: tool.Name, tools: []string{tool.Name}}
+	switch rec := c.M.Builds[tool.Build]; {
+	case rec != nil:
+		j.kind, j.name = "build", rec.Name
+		if _, err := os.Stat(rec.Dir); err != nil && rec.Repo != "" {
+			j.clone = rec.Repo
+		}
+		if last, ok := builds.LastBuild(c.StateDir, rec.Name); ok {
+			j.last, j.built = last.Took, true
+		}
+	case tool.Package != "":
+		j.kind, j.name = "package", tool.Package
+	}
+	return j
+}
+
+// cost says what a build will cost as far as guard knows: its last good
+// run here, and the clone it needs first.
+func (j *job) cost() string {
+	var parts []string
+	if j.clone != "" {
+		parts = append(parts, "clone "+printable(j.clone)+" first")
+	}
+	if j.built {
+		parts = append(parts, "last took "+took(j.last))
+	} else {
+		parts = append(parts, "never built here")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// what says what the job does, for the plan line and the dry run.
+func (j *job) what() string {
+	switch j.kind {
+	case "build":
+		return "build " + printable(j.name) + " (" + j.cost() + ")"
+	case "package":
+		return "install package " + printable(j.name)
+	case "download":
+		return "download " + humanBytes(j.bytes)
+	case "verify":
+		return "verify (hash " + humanBytes(j.bytes) + ")"
+	}
+	return ""
+}
+
+// again is what a dry run says of the second and later tools of a build
+// or package job: the job is not run again for them.
+func (j *job) again() string {
+	if j.kind == "package" {
+		return "the same install of package " + printable(j.name)
+	}
+	return "the same build of " + printable(j.name)
+}
+
+// planLine is the plan in one line, said before a heal starts: "build
+// llama-cpp for llama-completion, llama-simple (last took 14m2s), download
+// a.gguf (1.1 GiB)". It is "" when there is nothing to do.
+func planLine(jobs []*job) string {
+	var parts []string
+	for _, j := range jobs {
+		switch j.kind {
+		case "build":
+			parts = append(parts, "build "+printable(j.name)+" for "+printableList(j.tools)+" ("+j.cost()+")")
+		case "package":
+			parts = append(parts, "install package "+printable(j.name)+" for "+printableList(j.tools))
+		case "download", "verify":
+			parts = append(parts, j.kind+" "+printable(j.name)+" ("+humanBytes(j.bytes)+")")
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// planTotal sums the plan up for a dry run: "1 build (last took 1.7s),
+// 4.0 KiB to download".
+func planTotal(jobs []*job) string {
+	var builds, pkgs, verify int
+	var download, hash int64
+	var costs []string
+	for _, j := range jobs {
+		switch j.kind {
+		case "build":
+			builds++
+			if j.built {
+				costs = append(costs, "last took "+took(j.last))
+			} else {
+				costs = append(costs, "never built here")
+			}
+		case "package":
+			pkgs++
+		case "download":
+			download += j.bytes
+		case "verify":
+			verify++
+			hash += j.bytes
+		}
+	}
+	var parts []string
+	if builds > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s (%s)", builds, plural(builds, "build", "builds"), strings.Join(costs, ", ")))
+	}
+	if pkgs > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s", pkgs, plural(pkgs, "package", "packages")))
+	}
+	if download > 0 {
+		parts = append(parts, humanBytes(download)+" to download")
+	}
+	if verify > 0 {
+		parts = append(parts, humanBytes(hash)+" to hash")
+	}
+	if len(parts) == 0 {
+		return "nothing to do"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func printableList(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = printable(n)
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,101 @@
+package commands
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/sandbox-guard/guard/guard"
+	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/manifest"
+	"github.com/sandbox-guard/guard/shims"
+)
+
+// Which is `guard which NAME`: for a tool (a name the manifest does not
+// know is looked up as a call of it would be) its shim, real target, the
+// state of its binary and every file the loader maps for it, its build or
+// package, and for a llama tool the models; for a model file its path,
+// state, size, pin and sources. It reports whether what it shows is
+// healthy, by status's rules (never built or fetched is not a problem).
+func Which(e *guard.Engine, out io.Writer, name string) bool {
+	c := e.Config()
+	p := &printer{home: c.Home}
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+	defer func() {
+		tw.Flush()
+		writeTrimmed(out, buf.Bytes())
+	}()
+	row := func(key, value, detail string) {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", key, value, detail)
+	}
+	if m := c.M.ModelByFile(name); m != nil && m.File == name {
+		return whichModel(e, p, tw, row, m)
+	}
+	tool := c.M.Tools[name]
+	if tool == nil {
+		tool = &manifest.Tool{Name: name}
+		fmt.Fprintln(tw, "tool "+printable(name)+" (not in the manifest: run as it is)")
+	} else {
+		fmt.Fprintln(tw, "tool "+printable(name))
+		row("shim", p.tilde(filepath.Join(c.ShimDir, name))+" -> "+install.GuardName, shimState(c.ShimDir, name).State)
+	}
+	t := toolState(e, tool)
+	switch {
+	case t.Target != "" && tool.Path != "":
+		row("target", p.tilde(t.Target), "the manifest's path")
+	case t.Target != "":
+		row("target", p.tilde(t.Target), "found on PATH, after the shim folder")
+	}
+	if t.State != "ok" {
+		row("binary", t.State, p.tildeAll(t.Reason))
+	} else {
+		found, missing := builds.Libraries(t.Target, c.Getenv("LD_LIBRARY_PATH"))
+		switch {
+		case t.Static:
+			row("binary", "ok", "static")
+		case found == nil && missing == nil:
+			row("binary", "ok", "a script or non-ELF executable")
+		default:
+			row("binary", "ok", fmt.Sprintf("dynamic, %d files loaded", len(found)))
+		}
+		for _, f := range found {
+			row("loads", p.tilde(f), "")
+		}
+	}
+	if rec := c.M.Builds[tool.Build]; rec != nil {
+		b := buildState(e, rec)
+		row("build", printable(b.Name), p.tilde(b.Dir)+"  "+sourceText(b)+"; "+lastBuilt(b)+"; log "+p.tilde(b.Log))
+	}
+	if tool.Package != "" {
+		row("package", printable(tool.Package), "installed by a heal when the binary is missing")
+	}
+	if name == shims.LlamaCompletion || name == shims.LlamaSimple {
+		for _, m := range c.M.Models {
+			row("model", printable(m.File), modelState(e, m).State)
+		}
+	}
+	return t.State == "ok" || t.State == "not-built"
+}
+
+func whichModel(e *guard.Engine, p *printer, tw io.Writer, row func(key, value, detail string), m *manifest.Model) bool {
+	st := modelState(e, m)
+	fmt.Fprintln(tw, "model "+printable(m.File))
+	row("path", p.tilde(st.Path), "")
+	row("state", st.State, p.modelDetail(st))
+	if m.SHA256 == "" {
+		row("sha256", "not pinned", "guard manifest pin records it")
+	} else {
+		row("sha256", m.SHA256, "pinned")
+	}
+	if m.Role != "" {
+		row("role", printable(m.Role), "")
+	}
+	for _, u := range m.URLs {
+		row("url", printable(u), "")
+	}
+	return modelUsable(st.State) || st.State == "not-fetched"
+}

@@ -1,0 +1,196 @@
+package manifest
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// A value of the wrong type (size = "4096", [models] for [[models]]) gets
+// the same kind of message as every other manifest error: the key with its
+// index, what was written, what the key takes, and the line to write
+// instead when there is an obvious one.
+
+// mismatch is the message for the value of key on line whose TOML type is
+// got (BurntSushi's Go name of it: string, int64, map[string]any...) where
+// the manifest wants want (BurntSushi's: integer, float, boolean, string,
+// slice, table).
+func mismatch(file string, data []byte, line int, key, got, want string) *Error {
+	leaf := key
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		leaf = key[i+1:]
+	}
+	name, raw, item := key, "", false
+	if locs := indexKeys(data).onLine(line, key); len(locs) > 0 {
+		loc := locs[0]
+		if v := data[loc.start:loc.end]; len(locs) > 1 && len(v) > 0 && v[0] == '[' && got != "slice" {
+			// A list of the right kind holding an item of the wrong one
+			// (steps = ["make"] for [["make"]]): the item is the mistake.
+			loc, item = locs[1], true
+		}
+		name, raw = loc.path.String(), string(data[loc.start:loc.end])
+	}
+	if raw == "" && want == "slice" && strings.HasPrefix(got, "map") {
+		return &Error{File: file, Line: line, Msg: name + ": [" + key + "] is one table, but " + key +
+			" is a list of tables: write [[" + key + "]] (two brackets) before each one"}
+	}
+	what := describeValue(raw, got, want)
+	if want == "table" {
+		return &Error{File: file, Line: line, Msg: name + ": " + what + ", but " + key + " must be a table: " + tableFix(key)}
+	}
+	must, assign := leaf+" must be ", leaf+" = "
+	if item {
+		must, assign = "each item of "+leaf+" must be ", ""
+	}
+	msg := name + ": " + what + ", but " + must + describeType(want)
+	if fix := valueFix(raw, got, want); fix != "" {
+		msg += ": " + fix + ", " + assign + fixedValue(raw, got, want)
+	}
+	return &Error{File: file, Line: line, Msg: msg}
+}
+
+// describeValue says what was written: `"4096" is text`, `5 is a number`.
+func describeValue(raw, got, want string) string {
+	if raw == "" {
+		raw = "the value"
+	}
+	switch {
+	case got == "string":
+		return raw + " is text"
+	case strings.HasPrefix(got, "int"):
+		return raw + " is a number"
+	case strings.HasPrefix(got, "float") && want == "integer":
+		return raw + " is a fraction"
+	case strings.HasPrefix(got, "float"):
+		return raw + " is a number"
+	case got == "bool":
+		return raw + " is a boolean"
+	case strings.HasPrefix(got, "map"):
+		return raw + " is a table"
+	case strings.HasPrefix(got, "[]") || got == "slice":
+		return raw + " is a list"
+	case got == "date", got == "time.Time":
+		return raw + " is a date"
+	}
+	return raw + " is a " + got
+}
+
+func describeType(want string) string {
+	switch want {
+	case "integer":
+		return "a whole number"
+	case "float":
+		return "a number"
+	case "boolean":
+		return "true or false"
+	case "string":
+		return "text"
+	case "slice":
+		return "a list"
+	}
+	return "a " + want
+}
+
+// valueFix says how to write raw as the wanted type, when it is plain: the
+// same number without quotes, text in quotes, one item in brackets.
+func valueFix(raw, got, want string) string {
+	if raw == "" {
+		return ""
+	}
+	text, quoted := unquote(raw, got)
+	switch {
+	case want == "integer" && quoted && isInt(text), want == "float" && quoted && isFloat(text):
+		return "write it without quotes"
+	case want == "boolean" && quoted && (text == "true" || text == "false"):
+		return "write it without quotes"
+	case want == "string" && !quoted && !strings.ContainsAny(raw, "[{\"\n"):
+		return "write it in quotes"
+	case want == "slice" && quoted:
+		return "write it in brackets"
+	}
+	return ""
+}
+
+func fixedValue(raw, got, want string) string {
+	text, _ := unquote(raw, got)
+	switch want {
+	case "string":
+		return strconv.Quote(raw)
+	case "slice":
+		return "[" + raw + "]"
+	}
+	return text
+}
+
+func unquote(raw, got string) (string, bool) {
+	if got != "string" {
+		return raw, false
+	}
+	if t, err := strconv.Unquote(raw); err == nil {
+		return t, true
+	}
+	if len(raw) >= 2 && raw[0] == '\'' && raw[len(raw)-1] == '\'' {
+		return raw[1 : len(raw)-1], true
+	}
+	return raw, false
+}
+
+func isInt(s string) bool {
+	_, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+	return err == nil
+}
+
+func isFloat(s string) bool {
+	_, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
+	return err == nil
+}
+
+// tableFix says how to write the table key: a table of named entries takes
+// one [key.NAME] each, any other table its own [key] header.
+func tableFix(key string) string {
+	if t, ok := typeAt(toml.Key(strings.Split(key, "."))); ok && t.Kind() == reflect.Map && elemType(t.Elem()).Kind() == reflect.Struct {
+		return "write [" + key + ".NAME] for each entry"
+	}
+	return "write [" + key + "] and its keys below it"
+}
+
+// typeAt is the Go type the manifest decodes key into.
+func typeAt(key toml.Key) (reflect.Type, bool) {
+	t := reflect.TypeFor[Manifest]()
+	for _, name := range key {
+		t = elemType(t)
+		switch t.Kind() {
+		case reflect.Map:
+			t = t.Elem()
+		case reflect.Struct:
+			f, ok := fieldByKey(t, name)
+			if !ok {
+				return nil, false
+			}
+			t = f.Type
+		default:
+			return nil, false
+		}
+	}
+	return t, true
+}
+
+// notTables reports keys whose value is not a table where the manifest
+// takes a table of names (tools = 3, env = "x"): BurntSushi/toml decodes
+// those into an empty map without a word.
+func (c *checker) notTables(md toml.MetaData) {
+	for _, k := range md.Keys() {
+		switch md.Type(k...) {
+		case "Hash", "ArrayHash", "":
+			continue
+		}
+		t, ok := typeAt(k)
+		if !ok || elemType(t).Kind() != reflect.Map {
+			continue
+		}
+		got := map[string]string{"Integer": "int64", "Float": "float64", "Bool": "bool", "String": "string", "Array": "slice", "Datetime": "date"}[md.Type(k...)]
+		c.errs = append(c.errs, mismatch(c.file, c.data, c.index().nthLine(k, 0), k.String(), got, "table"))
+	}
+}
