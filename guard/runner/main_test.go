@@ -20,18 +20,19 @@ const helperEnv = "RUNNER_TEST_HELPER"
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
-		os.Exit(runHelper(mode, os.Args[len(os.Args)-1]))
+		os.Exit(runHelper(mode, os.Args[len(os.Args)-1], os.Args[1:len(os.Args)-1]))
 	}
 	os.Exit(m.Run())
 }
 
 // runHelper is the re-executed test binary: "run" supervises the script
-// and exits with the result's status, as a shim would; "exec" execs it.
-func runHelper(mode, script string) int {
+// (with args) and exits with the result's status, as a shim would; "exec"
+// execs it.
+func runHelper(mode, script string, args []string) int {
 	switch mode {
 	case "run":
 		r := Run(context.Background(), Spec{
-			Path: script, Argv: []string{script}, Stdout: os.Stdout, Stderr: os.Stderr,
+			Path: script, Argv: append([]string{script}, args...), Stdout: os.Stdout, Stderr: os.Stderr,
 			Budget: time.Minute, Grace: 5 * time.Second,
 		})
 		return r.Status()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -26,8 +27,8 @@ func Run(ctx context.Context, s Spec) Result {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	runCtx, killNow := context.WithCancel(context.Background())
-	defer killNow()
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
 	w := newWatcher(began, s.Capture)
 	c, err := startChild(runCtx, s, w)
 	if err != nil {
@@ -43,7 +44,8 @@ func Run(ctx context.Context, s Spec) Result {
 	}
 	defer c.abort()
 
-	sv := &supervisor{s: s, c: c, w: w, killNow: killNow}
+	sv := &supervisor{s: s, c: c, w: w}
+	sv.killNow = func() { sv.killed.Store(true); cancelRun() }
 	sv.loop(ctx, sigs)
 	return sv.result(began)
 }
@@ -54,7 +56,8 @@ type supervisor struct {
 	s       Spec
 	c       *child
 	w       *watcher
-	killNow context.CancelFunc // exec then calls Cancel: SIGKILL to the group
+	killNow func()      // exec then calls Cancel: SIGKILL to the group
+	killed  atomic.Bool // killNow ran: guard, not the tool, ended the run
 
 	ended    bool // guard decided to end the run
 	outcome  Outcome
@@ -211,8 +214,15 @@ func (sv *supervisor) result(began time.Time) Result {
 		r.Outcome, r.Err = StartFailed, fmt.Errorf("wait %s: %w", sv.s.Path, sv.waitErr)
 	}
 	if sv.ended {
+		ended := r.Outcome
 		r.Outcome = sv.outcome
 		if sv.outcome == Interrupted {
+			// The tool's own answer to the forwarded signal is the call's,
+			// unless guard had to kill it after the grace period.
+			r.Own = ended == Exited || (ended == Signaled && !sv.killed.Load())
+			if ended == Signaled {
+				r.Code = 128 + int(r.Signal)
+			}
 			r.Signal = sv.signal
 		} else if r.Signal != 0 {
 			r.Signal = 0 // guard's own kill, not news for the caller

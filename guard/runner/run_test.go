@@ -181,14 +181,37 @@ func TestContextDeadlineEndsRun(t *testing.T) {
 }
 
 // guard receives SIGTERM while a tool runs: the tool gets it (its trap
-// runs) and guard exits 128+15 like a shell would report.
-func TestForwardsSIGTERM(t *testing.T) {
+// runs), and the call ends with the tool's own answer, as a direct call and
+// coreutils timeout do: the trap's exit status, or 128+N when the tool died
+// of the signal.
+func TestForwardedSignalKeepsToolsStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name, trap string
+		want       int
+	}{
+		{"trap exits 7", `trap 'echo term > "$1"; exit 7' TERM`, 7},
+		{"trap exits 0", `trap 'echo term > "$1"; exit 0' TERM`, 0},
+		{"dies of it", `trap 'echo term > "$1"; trap - TERM; kill -TERM $$' TERM`, 143},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if code := signalHelper(t, tc.trap, syscall.SIGTERM); code != tc.want {
+				t.Fatalf("helper exit %d, want %d", code, tc.want)
+			}
+		})
+	}
+}
+
+// signalHelper runs a helper guard supervising a script with trap, sends
+// guard sig once the script runs, and returns guard's exit status after
+// checking that the trap ran.
+func signalHelper(t *testing.T, trap string, sig syscall.Signal) int {
+	t.Helper()
 	dir := t.TempDir()
 	termFile, readyFile := filepath.Join(dir, "term"), filepath.Join(dir, "ready")
-	script := writeScript(t, `trap 'echo term > "`+termFile+`"; exit 0' TERM
-echo ready > "`+readyFile+`"
+	script := writeScript(t, trap+`
+echo ready > "$2"
 while :; do sleep 0.05; done`)
-	cmd := exec.Command(os.Args[0], script)
+	cmd := exec.Command(os.Args[0], termFile, readyFile, script)
 	cmd.Env = append(os.Environ(), helperEnv+"=run")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -200,7 +223,7 @@ while :; do sleep 0.05; done`)
 		_ = cmd.Wait()
 	})
 	waitFile(t, readyFile)
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -208,14 +231,16 @@ while :; do sleep 0.05; done`)
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
-		t.Fatal("helper did not exit after SIGTERM")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 143 {
-		t.Fatalf("helper exit %d, want 143", code)
+		t.Fatal("helper did not exit after the signal")
 	}
 	if got := waitFile(t, termFile); got != "term\n" {
 		t.Fatalf("trap wrote %q", got)
 	}
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }
 
 func TestExecReplacesProcess(t *testing.T) {
