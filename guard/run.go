@@ -62,8 +62,9 @@ func (e *Engine) spec(tool *manifest.Tool, real string, argv, env []string) runn
 // report logs and explains how a supervised attempt ended, when it did not
 // simply exit.
 func (e *Engine) report(name string, attempt int, res runner.Result, spec runner.Spec) {
-	for _, p := range res.Answered {
-		e.Event(heallog.Event{Event: "prompt.detected", Tool: name, Reason: p, Result: "answered", Attempt: attempt})
+	for _, a := range res.Answered {
+		e.Say("%s: answered %s to %q", name, a.Reply, a.Prompt)
+		e.Event(heallog.Event{Event: "prompt.detected", Tool: name, Reason: a.Prompt, Result: "answered", Attempt: attempt})
 	}
 	ev := heallog.Event{Level: "warn", Tool: name, Attempt: attempt, DurationMS: res.Elapsed.Milliseconds()}
 	switch res.Outcome {

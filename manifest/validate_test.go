@@ -120,7 +120,9 @@ func TestParseErrors(t *testing.T) {
 		{"tool fallback names no tool", "[tools.a]\nfallback = [\"b\"]\n", 2, `tools.a.fallback[0]: no tool "b" in the manifest`},
 		{"tool fallback to itself", "[tools.a]\n[tools.b]\nfallback = [\"a\", \"b\"]\n", 3, "tools.b.fallback[1]: a tool cannot fall back to itself"},
 		{"prompts policy", "[tools.a]\nprompts = \"ask\"\n", 2,
-			`tools.a.prompts: "ask" is not a prompt policy: use "answer", "kill" or leave it empty`},
+			`tools.a.prompts: "ask" is not a prompt policy: use "answer", "yes", "kill" or leave it empty`},
+		{"prompts policy in capitals", "[tools.a]\n\nprompts = \"YES\"\n", 3,
+			`tools.a.prompts: "YES" is not a prompt policy: use "answer", "yes", "kill" or leave it empty`},
 		{"tool name with slash", "[tools.\"bin/a\"]\nprompts = \"kill\"\n", 1,
 			`tools."bin/a": a tool name must be a plain file name: it names the link in the shim dir`},
 		{"tool named guard", "[tools.guard]\n", 1, "tools.guard: guard cannot shim itself"},
@@ -207,6 +209,7 @@ func TestParseAccepts(t *testing.T) {
 		"fallback by file":  oneModel + "[[models]]\nfile = \"b.gguf\"\nsize = 1\nfallback = \"a.gguf\"\n",
 		"inline models":     "models = [{ file = \"a.gguf\", size = 1 }, { file = \"b.gguf\", size = 2, fallback = \"a.gguf\" }]\n",
 		"tool cache switch": "[tools.a]\ncache = false\n",
+		"prompts yes":       "[tools.a]\nprompts = \"yes\"\n",
 		"quoted tool":       "[tools.\"llama.cpp-x\"]\nfallback = [\"y\"]\n[tools.y]\n",
 		"crlf":              "[tools.a]\r\nstall = \"1s\"\r\n",
 	}

@@ -54,6 +54,8 @@ func runHelper(mode, script string, args []string) int {
 			return 92 // the terminal mode was not restored
 		}
 		return r.Status()
+	case "wait-read", "wait-poll", "wait-select", "wait-epoll", "wait-other", "wait-busy":
+		return waitHelper(mode, script)
 	case "exec":
 		err := Exec(script, []string{script, "from-exec"}, nil)
 		fmt.Fprintf(os.Stderr, "helper: %v\n", err)
@@ -162,4 +164,13 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// captured is the run's captured stdout as a string.
+func captured(r Result) string {
+	b, ok := r.Stdout.Bytes()
+	if !ok {
+		return "<larger than CaptureMemory>"
+	}
+	return string(b)
 }

@@ -1,5 +1,7 @@
 package runner
 
+import "bytes"
+
 // outputMeter decides whether output really advances, for the stall
 // watchdog. Tools that hang often keep drawing: npm redraws a spinner every
 // 80 ms, progress bars repaint the same line. Counting every byte as progress
@@ -32,7 +34,29 @@ const (
 )
 
 // feed consumes p and reports whether any of it was progress.
+//
+// Most output is plain lines: no escape sequence, the cursor on the
+// furthest line. For such a chunk the newlines alone decide (counted with
+// the vectorised bytes.Count), and only the unfinished line after the last
+// one is stepped through byte by byte.
 func (m *outputMeter) feed(p []byte) bool {
+	if m.esc == escNone && m.row == m.maxRow && bytes.IndexByte(p, 0x1b) < 0 {
+		if nl := bytes.Count(p, newline); nl > 0 {
+			// Each newline opens a new furthest line at column 0: carriage
+			// returns, backspaces and text before the last one no longer
+			// matter.
+			m.row += nl
+			m.maxRow, m.col, m.maxCol = m.row, 0, 0
+			m.stepAll(p[bytes.LastIndexByte(p, '\n')+1:])
+			return true
+		}
+	}
+	return m.stepAll(p)
+}
+
+var newline = []byte{'\n'}
+
+func (m *outputMeter) stepAll(p []byte) bool {
 	progressed := false
 	for _, b := range p {
 		if m.step(b) {

@@ -1,6 +1,9 @@
 package runner
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestOutputMeter(t *testing.T) {
 	for _, tc := range []struct {
@@ -42,4 +45,30 @@ func FuzzOutputMeter(f *testing.F) {
 		var m outputMeter
 		m.feed(p) // must not panic on any input
 	})
+}
+
+// feed's shortcut for plain lines must leave the meter exactly where
+// stepping through every byte would, with the same verdict.
+func FuzzMeterShortcutMatchesSteps(f *testing.F) {
+	f.Add([]byte("one\ntwo\r\nthr"), []byte("ee\n\x1b[1A\n"), []byte("x\b\tyz\n"))
+	f.Add([]byte("\x1b[2A"), []byte("a\nb\n"), []byte("c"))
+	f.Fuzz(func(t *testing.T, a, b, c []byte) {
+		var fast, slow outputMeter
+		for i, p := range [][]byte{a, b, c} {
+			got, want := fast.feed(p), slow.stepAll(p)
+			if got != want || fast != slow {
+				t.Fatalf("write %d %q: feed %v %+v, steps %v %+v", i, p, got, fast, want, slow)
+			}
+		}
+	})
+}
+
+// BenchmarkMeterPlainLines is the stall watchdog's cost on ordinary output.
+func BenchmarkMeterPlainLines(b *testing.B) {
+	chunk := []byte(strings.Repeat("a line of plain output, as a build prints it\n", 700))
+	b.SetBytes(int64(len(chunk)))
+	var m outputMeter
+	for b.Loop() {
+		m.feed(chunk)
+	}
 }

@@ -8,16 +8,20 @@ import (
 	"time"
 )
 
-// Policy says what the prompt watchdog does with a question the tool waits on.
+// Policy says what the prompt watchdog does when the tool waits for input
+// at a question.
 type Policy string
 
 const (
 	// PromptsOff does not watch for prompts.
 	PromptsOff Policy = ""
-	// PromptsAnswer answers yes/no questions with yes and kills the group on
-	// anything it must not answer (passwords, inquirer-style menus).
+	// PromptsAnswer answers yes to a yes/no question whose default is yes
+	// ("(Y/n)", "(y)") and ends the run at any other question.
 	PromptsAnswer Policy = "answer"
-	// PromptsKill kills the group on any prompt.
+	// PromptsYes answers yes to every yes/no question, whatever its
+	// default, and ends the run at any other question.
+	PromptsYes Policy = "yes"
+	// PromptsKill ends the run at any question.
 	PromptsKill Policy = "kill"
 )
 
@@ -82,14 +86,17 @@ type Result struct {
 	// being killed by guard after the grace period. Code is then its status
 	// as a shell reports it: the exit code, or 128+N when it died of N.
 	Own      bool
-	Stdout   []byte   // captured stdout (Spec.Capture), raw bytes
+	Stdout   *Output  // captured stdout (Spec.Capture); close it when done
 	StdoutN  int64    // bytes the tool wrote to stdout (under a pty: to the terminal)
 	Prompt   string   // last prompt detected, answered or not
-	Answered []string // prompts answered with yes, in order
+	Answered []Answer // questions answered, in order
 	Elapsed  time.Duration
 	Pid      int   // the tool's pid, which is also its process group id; 0 if not started
 	Err      error // start error, or the context's error when it ended the run
 }
+
+// Answer is a question guard answered and what it typed (without Enter).
+type Answer struct{ Prompt, Reply string }
 
 // Status is the exit status a shim returns for this result (the README's
 // "Exit status of a shim call"): the tool's own code, 128+N for a signal

@@ -1,0 +1,166 @@
+package runner
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// waitHelper is the re-executed test binary waiting in one of the ways a
+// tool may wait for input (or not waiting), after creating ready.
+func waitHelper(mode, ready string) int {
+	fail := func(err error) int {
+		os.Stderr.WriteString(mode + ": " + err.Error() + "\n")
+		return 98
+	}
+	if err := os.WriteFile(ready, []byte("ready"), 0o644); err != nil {
+		return fail(err)
+	}
+	buf := make([]byte, 1)
+	switch mode {
+	case "wait-read":
+		_, err := unix.Read(0, buf)
+		return errCode(err)
+	case "wait-poll":
+		_, err := unix.Poll([]unix.PollFd{{Fd: 3, Events: unix.POLLIN}, {Fd: 0, Events: unix.POLLIN}}, -1)
+		return errCode(err)
+	case "wait-select":
+		var set unix.FdSet
+		set.Set(0)
+		_, err := unix.Select(1, &set, nil, nil, nil)
+		return errCode(err)
+	case "wait-epoll":
+		ep, err := unix.EpollCreate1(0)
+		if err == nil {
+			err = unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, 0, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: 0})
+		}
+		if err == nil {
+			_, err = unix.EpollWait(ep, make([]unix.EpollEvent, 1), -1)
+		}
+		return errCode(err)
+	case "wait-other":
+		_, err := unix.Read(3, buf) // an open pipe that is not stdin
+		return errCode(err)
+	case "wait-busy":
+		for n := 0; ; n++ {
+			if n < 0 {
+				return 0
+			}
+		}
+	}
+	return 99
+}
+
+func errCode(err error) int {
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// startWaiter starts a process that waits as mode says, its stdin an open
+// pipe, and returns it once it is about to wait.
+func startWaiter(t *testing.T, mode string) (*exec.Cmd, fileID) {
+	t.Helper()
+	in := openStdin(t, "")
+	ready := filepath.Join(t.TempDir(), "ready")
+	var cmd *exec.Cmd
+	if mode == "child-read" {
+		// A shell that runs cat and waits for it: the tool's child reads.
+		cmd = exec.Command("/bin/sh", "-c", `echo ready > "$1"; cat; :`, "sh", ready)
+	} else {
+		cmd = exec.Command(os.Args[0], ready)
+		cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+		other := openStdin(t, "")
+		cmd.ExtraFiles = []*os.File{other}
+	}
+	cmd.Stdin = in
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		killGroupMembers(cmd.Process.Pid)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitFile(t, ready)
+	return cmd, idOf(in)
+}
+
+// The kernel's word on a tool waiting for input: asleep in read, poll,
+// select or epoll with guard's stdin among what it waits on, in the tool or
+// a process it started.
+func TestKernelSeesWaitForInput(t *testing.T) {
+	if len(waitSyscalls) == 0 {
+		t.Skip("no system call table for this machine")
+	}
+	for _, mode := range []string{"wait-read", "wait-poll", "wait-select", "wait-epoll", "child-read"} {
+		cmd, in := startWaiter(t, mode)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			waiting, known := waitsForInput(cmd.Process.Pid, in)
+			if waiting && known {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: waiting %v known %v", mode, waiting, known)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// A tool at work, or asleep in anything but a read of its stdin, is not
+// waiting for input.
+func TestKernelSeesNoWaitForInput(t *testing.T) {
+	if len(waitSyscalls) == 0 {
+		t.Skip("no system call table for this machine")
+	}
+	for _, mode := range []string{"wait-other", "wait-busy"} {
+		cmd, in := startWaiter(t, mode)
+		time.Sleep(100 * time.Millisecond) // let it get to its wait
+		for range 20 {
+			waiting, known := waitsForInput(cmd.Process.Pid, in)
+			if waiting || !known {
+				t.Fatalf("%s: waiting %v known %v", mode, waiting, known)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// A process guard may not inspect is not known.
+	if waiting, known := waitsForInput(1<<30, fileID{1, 1}); waiting || known {
+		t.Fatalf("no such process: waiting %v known %v", waiting, known)
+	}
+}
+
+// BenchmarkWaitsForInput is the cost of one look at a quiet tool: a shell
+// waiting for the cat it started, which reads its stdin.
+func BenchmarkWaitsForInput(b *testing.B) {
+	in, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	defer w.Close()
+	cmd := exec.Command("/bin/sh", "-c", "cat; :")
+	cmd.Stdin = in
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	id := idOf(in)
+	for waiting, _ := waitsForInput(cmd.Process.Pid, id); !waiting; waiting, _ = waitsForInput(cmd.Process.Pid, id) {
+		time.Sleep(time.Millisecond)
+	}
+	for b.Loop() {
+		if waiting, _ := waitsForInput(cmd.Process.Pid, id); !waiting {
+			b.Fatal("not waiting")
+		}
+	}
+}
