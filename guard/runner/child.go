@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -267,12 +268,42 @@ func (c *child) abortStart() {
 // ends at once.
 func (c *child) startInput(stdin *os.File) {
 	if stdin != nil && mayRead(stdin) {
-		if cp, err := startCopier(stdin, c.input); err == nil {
+		var suspendAt func([]byte) int
+		if c.raw != nil {
+			suspendAt = c.suspendKey
+		}
+		if cp, err := startCopier(stdin, c.input, suspendAt); err == nil {
 			c.copy = cp
 			return
 		}
 	}
 	c.input.end(nil)
+}
+
+// suspendKey finds the suspend key (Ctrl-Z) in keys typed for a pty child.
+// The pty's own line discipline cannot stop the child with it: the child
+// leads its own session, so its process group has no parent in that
+// session ("orphaned"), and the kernel drops a terminal stop signal to
+// such a group. guard stops the group itself instead (see suspend).
+func (c *child) suspendKey(typed []byte) int {
+	fd, ok := fdOf(c.master)
+	if !ok {
+		return -1
+	}
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS) // the child's side's settings
+	if err != nil || t.Lflag&unix.ISIG == 0 || t.Cc[unix.VSUSP] == 0 {
+		return -1
+	}
+	return bytes.IndexByte(typed, t.Cc[unix.VSUSP])
+}
+
+// suspended tells of the suspend key typed for a pty child; nil when guard
+// does not copy keys from a terminal.
+func (c *child) suspended() <-chan struct{} {
+	if c.copy == nil || c.copy.suspendAt == nil {
+		return nil
+	}
+	return c.copy.suspended
 }
 
 // startReader copies r (a pipe's read end, or the pty master) to dst until

@@ -129,6 +129,13 @@ wait:
 				break wait
 			}
 			sv.stopped(ev.stopSignal)
+		case <-sv.c.suspended():
+			// Ctrl-Z typed for a pty child: stop its group as the
+			// terminal would have (SIGSTOP: see child.suspendKey).
+			if !sv.ended {
+				_ = sv.c.signal(syscall.SIGSTOP)
+				sv.suspend()
+			}
 		case <-done:
 			done = nil // a closed channel would fire forever
 			sv.end(TimedOut)
