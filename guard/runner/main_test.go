@@ -54,6 +54,14 @@ func runHelper(mode, script string, args []string) int {
 			return 92 // the terminal mode was not restored
 		}
 		return r.Status()
+	case "pty":
+		// stdout is this helper's terminal (see terminal_test.go); the child
+		// gets a pty of its own.
+		r := Run(context.Background(), Spec{
+			Path: script, Argv: []string{script}, Stdout: os.Stdout, Stderr: os.Stderr,
+			Budget: 20 * time.Second, PTY: true,
+		})
+		return r.Status()
 	case "wait-read", "wait-poll", "wait-select", "wait-epoll", "wait-other", "wait-busy":
 		return waitHelper(mode, script)
 	case "exec":
