@@ -56,15 +56,54 @@ func (m *outputMeter) feed(p []byte) bool {
 
 var newline = []byte{'\n'}
 
+// stepAll steps through p. Text and the control bytes that draw nothing
+// are handled here, without a call a byte; the rest goes to step.
 func (m *outputMeter) stepAll(p []byte) bool {
 	progressed := false
 	for _, b := range p {
+		if m.esc == escNone {
+			switch byteClasses[b] {
+			case textByte:
+				m.col++
+				if m.row == m.maxRow && m.col > m.maxCol {
+					m.maxCol = m.col
+					progressed = true
+				}
+				continue
+			case inertByte:
+				continue
+			}
+		}
 		if m.step(b) {
 			progressed = true
 		}
 	}
 	return progressed
 }
+
+// byteClass sorts bytes outside escape sequences by what they do to the
+// cursor.
+type byteClass uint8
+
+const (
+	specialByte byteClass = iota // newline, carriage return, backspace, tab, ESC: step decides
+	textByte                     // takes a column: printable ASCII, a UTF-8 lead byte
+	inertByte                    // draws nothing: other control bytes, UTF-8 continuation bytes
+)
+
+var byteClasses = func() (c [256]byteClass) {
+	for b := range c {
+		switch {
+		case b == '\n', b == '\r', b == '\b', b == '\t', b == 0x1b:
+			c[b] = specialByte
+		case b < 0x20, b == 0x7f, b >= 0x80 && b < 0xc0:
+			c[b] = inertByte
+		default:
+			c[b] = textByte
+		}
+	}
+	return c
+}()
 
 func (m *outputMeter) step(b byte) bool {
 	switch m.esc {
