@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"io"
 	"sync"
 	"time"
@@ -104,6 +105,9 @@ type promptFound struct {
 	kind   promptKind
 	stream stream
 	at     int64 // the stream's byte count when it was seen
+	// linesSinceAnswer counts the lines the stream finished since guard
+	// last answered on it; -1 when it never was.
+	linesSinceAnswer int
 }
 
 // prompt returns the unfinished line the output ends with once it has been
@@ -120,8 +124,13 @@ func (w *watcher) prompt(now time.Time, quiet time.Duration) (promptFound, bool)
 		if s.n == 0 || s.n == s.answeredAt {
 			continue
 		}
-		if text, kind := detectPrompt(s.sinceAnswer()); kind != noPrompt {
-			return promptFound{text: text, kind: kind, stream: st, at: s.n}, true
+		tail := s.sinceAnswer()
+		if text, kind := detectPrompt(tail); kind != noPrompt {
+			lines := -1
+			if s.answeredAt >= 0 {
+				lines = bytes.Count(tail, []byte{'\n'})
+			}
+			return promptFound{text: text, kind: kind, stream: st, at: s.n, linesSinceAnswer: lines}, true
 		}
 	}
 	return promptFound{}, false

@@ -64,9 +64,12 @@ type supervisor struct {
 	err      error
 	prompt   string
 	answered []Answer
-	killer   *time.Timer
-	status   unix.WaitStatus
-	waitErr  error
+	// askedAgainN counts the answers in a row to a question asked again
+	// at once (see askedAgain).
+	askedAgainN int
+	killer      *time.Timer
+	status      unix.WaitStatus
+	waitErr     error
 
 	budget   *time.Timer
 	deadline time.Time // when the budget runs out; moved on by a stop
@@ -293,7 +296,7 @@ func (sv *supervisor) checkPrompt(now time.Time) {
 		return
 	}
 	sv.prompt = p.text
-	if sv.mayAnswer(p) {
+	if sv.mayAnswer(p) && !sv.askedAgain(p) {
 		reply := yesReply(p.text, sv.c.enter)
 		if sv.c.answer(reply) {
 			sv.answered = append(sv.answered, Answer{Prompt: p.text, Reply: reply[:len(reply)-len(sv.c.enter)]})
@@ -302,6 +305,28 @@ func (sv *supervisor) checkPrompt(now time.Time) {
 		}
 	}
 	sv.end(PromptKilled)
+}
+
+// maxSameAnswers is how many times in a row guard answers a question the
+// tool asks again at once: it did not take the answer, and answering on
+// would go on for good.
+const maxSameAnswers = 3
+
+// askedAgain counts p if the tool asked it again right after guard
+// answered it (nothing else printed but, on a pty, the echo of the answer)
+// and reports whether that has happened maxSameAnswers times in a row.
+func (sv *supervisor) askedAgain(p promptFound) bool {
+	echo := 0
+	if sv.c.master != nil {
+		echo = 1
+	}
+	n := len(sv.answered)
+	if n > 0 && sv.answered[n-1].Prompt == p.text && p.linesSinceAnswer <= echo {
+		sv.askedAgainN++
+	} else {
+		sv.askedAgainN = 0
+	}
+	return sv.askedAgainN >= maxSameAnswers
 }
 
 // mayAnswer says whether the policy lets guard answer yes to p: only a

@@ -472,6 +472,29 @@ func TestReadWithoutQuestionIsNotWaiting(t *testing.T) {
 	}
 }
 
+// A tool that asks the same question again right after guard's answer did
+// not take it: answering on would go on for good, so after a few tries the
+// run ends at the question.
+func TestQuestionAskedAgainAfterAnswerEndsRun(t *testing.T) {
+	script := writeScript(t, `while :; do printf 'Continue? (Y/n) '; read a; done`)
+	s := promptSpec(script, openStdin(t, ""), PromptsAnswer)
+	s.Budget = 20 * time.Second
+	r := run(t, context.Background(), s)
+	if r.Outcome != PromptKilled || r.Prompt != "Continue? (Y/n)" || len(r.Answered) != maxSameAnswers {
+		t.Fatalf("got %v prompt %q answered %d times (%v)", r.Outcome, r.Prompt, len(r.Answered), r.Elapsed)
+	}
+}
+
+// The same question asked again for each item, with work printed between,
+// is answered every time.
+func TestSameQuestionForEachItemAnswered(t *testing.T) {
+	script := writeScript(t, `for f in a b c d e; do echo "copying $f"; printf 'Overwrite? (Y/n) '; read x; done; echo done`)
+	r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsAnswer))
+	if r.Outcome != Exited || len(r.Answered) != 5 || !strings.HasSuffix(captured(r), "done\n") {
+		t.Fatalf("got %v prompt %q answered %d times", r.Outcome, r.Prompt, len(r.Answered))
+	}
+}
+
 func TestPromptAnsweredOncePerAppearance(t *testing.T) {
 	// The first prompt is not read at once: the answer waits in the pipe
 	// and the same prompt must not be answered again meanwhile. The second
