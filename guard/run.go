@@ -77,7 +77,7 @@ func (e *Engine) report(name string, attempt int, res runner.Result, spec runner
 	case runner.PromptKilled:
 		ev.Event, ev.Reason = "prompt.detected", res.Prompt
 		ev.Result = "killed"
-		e.Say("%s: stopped: it waited at an interactive prompt %q that guard will not answer", name, res.Prompt)
+		e.Say("%s: stopped: it waited at an interactive prompt %q that guard will not answer\n%s", name, res.Prompt, promptHint(name, spec.Prompts))
 	case runner.StartFailed:
 		ev.Event, ev.Reason, ev.Level = "call.end", res.Err.Error(), "error"
 		e.Say("%s: %v", name, res.Err)
@@ -88,6 +88,18 @@ func (e *Engine) report(name string, attempt int, res runner.Result, spec runner
 		ev.Result = "killed"
 	}
 	e.Event(ev)
+}
+
+// promptHint says what to do about a question guard would not answer.
+func promptHint(name string, policy runner.Policy) string {
+	hint := "give the answer in the call (a flag, or the input on stdin)"
+	switch policy {
+	case runner.PromptsAnswer:
+		hint += `; prompts = "yes" for ` + name + ` in the manifest answers yes to every yes/no question`
+	case runner.PromptsKill:
+		hint += `; the manifest's prompts = "kill" for ` + name + ` ends the call at any question`
+	}
+	return hint
 }
 
 // childEnv is guard's environment plus the tool's forced variables and one
