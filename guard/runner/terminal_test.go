@@ -16,16 +16,19 @@ import (
 	"github.com/creack/pty"
 )
 
-// runOnTerminal runs a helper guard (mode) in a new session whose
-// controlling terminal is a fresh pty, types input into it, and returns the
-// helper's exit code and everything shown on the terminal.
-func runOnTerminal(t *testing.T, mode, script, input string) (int, string) {
+// startOnTerminal starts a helper guard (mode) running script in a new
+// session whose controlling terminal is a fresh pty of the given size, and
+// returns it with the pty's master, which shows and types.
+func startOnTerminal(t *testing.T, mode, script string, size pty.Winsize) (*exec.Cmd, *os.File) {
 	t.Helper()
 	master, tty, err := pty.Open()
 	if err != nil {
 		t.Skipf("no pty: %v", err)
 	}
-	defer master.Close()
+	t.Cleanup(func() { master.Close() })
+	if err := pty.Setsize(master, &size); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(os.Args[0], script)
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
@@ -40,6 +43,15 @@ func runOnTerminal(t *testing.T, mode, script, input string) (int, string) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+	return cmd, master
+}
+
+// runOnTerminal runs a helper guard (mode) on a terminal (see
+// startOnTerminal), types input into it, and returns the helper's exit
+// code and everything shown on the terminal.
+func runOnTerminal(t *testing.T, mode, script, input string) (int, string) {
+	t.Helper()
+	cmd, master := startOnTerminal(t, mode, script, pty.Winsize{Rows: 24, Cols: 80})
 	var shown bytes.Buffer
 	copied := make(chan struct{})
 	go func() {
@@ -91,28 +103,7 @@ func TestPTYFollowsTerminalSize(t *testing.T) {
 echo "size $(stty size)"
 echo ready
 while :; do sleep 0.05; done`)
-	master, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pty: %v", err)
-	}
-	defer master.Close()
-	if err := pty.Setsize(master, &pty.Winsize{Rows: 24, Cols: 80}); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], script)
-	cmd.Env = append(os.Environ(), helperEnv+"=pty")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	err = cmd.Start()
-	tty.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		killGroupMembers(cmd.Process.Pid)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	cmd, master := startOnTerminal(t, "pty", script, pty.Winsize{Rows: 24, Cols: 80})
 	shown := &lockedBuffer{}
 	go func() { _, _ = io.Copy(shown, master) }()
 	waitShown(t, shown, "ready")
