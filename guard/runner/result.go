@@ -87,7 +87,7 @@ type Result struct {
 	// as a shell reports it: the exit code, or 128+N when it died of N.
 	Own      bool
 	Stdout   *Output  // captured stdout (Spec.Capture); close it when done
-	StdoutN  int64    // bytes the tool wrote to stdout (under a pty: to the terminal)
+	StdoutN  int64    // bytes the tool wrote to stdout when guard read it (Capture or a watchdog; under a pty: to the terminal); 0 when it wrote to guard's stdout itself
 	Prompt   string   // last prompt detected, answered or not
 	Answered []Answer // questions answered, in order
 	Elapsed  time.Duration
