@@ -36,13 +36,14 @@ const (
 // for input on the file in: a process it started (root or a descendant)
 // sleeps in a read of in, or in a poll, select or epoll that includes it,
 // and none of them runs (state R) or waits for a disk (D). known is false
-// when the kernel could not say (no /proc, a system call table guard does
-// not have for this machine, a process guard may not inspect), so the
-// caller falls back to the text alone.
+// when the kernel could not say: no system call table for this machine, or
+// a process guard may not inspect (a setuid sudo asking for a password),
+// which might be the one waiting; the caller then falls back to the text.
 func waitsForInput(root int, in fileID) (waiting, known bool) {
 	if in == (fileID{}) || len(waitSyscalls) == 0 {
 		return false, false
 	}
+	hidden := false
 	pids := []int{root}
 	for i := 0; i < len(pids) && i < maxInspected; i++ {
 		pid := pids[i]
@@ -56,21 +57,20 @@ func waitsForInput(root int, in fileID) (waiting, known bool) {
 			switch threadState(task + "stat") {
 			case 'R', 'D':
 				return false, true
-			case 0:
-				continue // gone meanwhile
+			case 0, 'Z', 'X':
+				continue // gone, or going
 			}
 			pids = append(pids, children(task+"children")...)
 			nr, args, ok := sleepingIn(task + "syscall")
-			if !ok {
-				continue
-			}
-			known = true
-			if !waiting {
+			switch {
+			case !ok:
+				hidden = true
+			case !waiting:
 				waiting = waitsOn(pid, nr, args, in)
 			}
 		}
 	}
-	return waiting, known
+	return waiting, waiting || !hidden
 }
 
 // maxInspected bounds the processes looked at in one check: a tool that
@@ -118,29 +118,25 @@ func children(path string) []int {
 
 // sleepingIn reads /proc/PID/task/TID/syscall: "NR ARG0 ... ARG5 SP PC"
 // while the thread sleeps in a system call, "running", or "-1 SP PC"
-// outside one. ok is false unless it is a call that waits on descriptors.
+// outside one. nr is -1 unless the thread is in a call; ok is false when
+// the file cannot be read (a process guard may not inspect).
 func sleepingIn(path string) (nr int, args [6]uint64, ok bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, args, false
+		return -1, args, false
 	}
 	f := strings.Fields(string(b))
 	if len(f) < 7 {
-		return 0, args, false
+		return -1, args, true // running, or not in a system call
 	}
 	nr, err = strconv.Atoi(f[0])
-	if err != nil {
-		return 0, args, false
-	}
-	if _, ok := waitSyscalls[nr]; !ok {
-		// Reading the file is still the kernel's word: the thread is
-		// not waiting for input.
-		return nr, args, true
+	if _, waits := waitSyscalls[nr]; err != nil || !waits {
+		return -1, args, true
 	}
 	for i := range args {
 		v, err := strconv.ParseUint(strings.TrimPrefix(f[i+1], "0x"), 16, 64)
 		if err != nil {
-			return 0, args, false
+			return -1, args, true
 		}
 		args[i] = v
 	}

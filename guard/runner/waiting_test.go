@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,17 +103,24 @@ func TestKernelSeesWaitForInput(t *testing.T) {
 	}
 	for _, mode := range []string{"wait-read", "wait-poll", "wait-select", "wait-epoll", "child-read"} {
 		cmd, in := startWaiter(t, mode)
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			waiting, known := waitsForInput(cmd.Process.Pid, in)
-			if waiting && known {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: waiting %v known %v", mode, waiting, known)
-			}
-			time.Sleep(10 * time.Millisecond)
+		requireWaiting(t, cmd, in)
+	}
+}
+
+// requireWaiting fails unless the kernel says cmd waits for input on in
+// within a generous bound (it may not have reached its wait yet).
+func requireWaiting(t *testing.T, cmd *exec.Cmd, in fileID) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		waiting, known := waitsForInput(cmd.Process.Pid, in)
+		if waiting && known {
+			return
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v: waiting %v known %v", cmd.Args, waiting, known)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -133,10 +141,42 @@ func TestKernelSeesNoWaitForInput(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	// A process guard may not inspect is not known.
-	if waiting, known := waitsForInput(1<<30, fileID{1, 1}); waiting || known {
+	// A process that is gone waits for nothing.
+	if waiting, known := waitsForInput(1<<30, fileID{1, 1}); waiting || !known {
 		t.Fatalf("no such process: waiting %v known %v", waiting, known)
 	}
+}
+
+// A process guard may not inspect (another user's: a setuid sudo asking
+// for a password) might be the one waiting: the kernel's word is unknown,
+// and the caller falls back to the text.
+func TestKernelCannotSayForAnotherUsersProcess(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv to play the unprivileged user")
+	}
+	cmd, in := startWaiter(t, "wait-read") // root's
+	requireWaiting(t, cmd, in)             // as root, guard sees it wait
+	// The test binary, where the unprivileged user may run it.
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self := filepath.Join(dir, "runner.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = os.WriteFile(self, data, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	inspect := exec.Command(setpriv, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups", self, fmt.Sprintf("%d:%d:%d", cmd.Process.Pid, in.dev, in.ino))
+	inspect.Env = append(os.Environ(), helperEnv+"=inspect")
+	out, err := inspect.CombinedOutput()
+	if err != nil || string(out) != "waiting false known false\n" {
+		t.Fatalf("as nobody: %q (%v)", out, err)
+	}
+
 }
 
 // BenchmarkWaitsForInput is the cost of one look at a quiet tool: a shell
