@@ -405,7 +405,6 @@ func (c *child) release(drain time.Duration) {
 		if c.copy != nil {
 			c.copy.stop()
 		}
-		c.raw.restore()
 		if c.winch != nil {
 			signal.Stop(c.winch)
 			close(c.winch)
@@ -435,6 +434,9 @@ func (c *child) release(drain time.Duration) {
 		for ; left > 0; left-- {
 			<-c.readDone
 		}
+		// Only now: the last of a pty child's output is written to guard's
+		// terminal as the child wrote it, not translated once more.
+		c.raw.restore()
 		if c.input != nil {
 			if c.master == nil {
 				c.input.shutdown(true)
