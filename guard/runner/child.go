@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -28,8 +29,8 @@ type child struct {
 	input *feeder // the child's stdin as guard writes it; nil when guard does not
 	copy  *copier // guard's stdin into input
 	// stdin is the file the child reads as its stdin (guard's own, the
-	// answer pipe or the pty), for the kernel's word on whether the tool
-	// waits for input; zero when the child reads /dev/null.
+	// answer pipe, the pty or /dev/null), for the kernel's word on whether
+	// the tool waits for input.
 	stdin fileID
 
 	ttyFD int // terminal handed to the child as its foreground; -1 when none
@@ -94,14 +95,15 @@ func (f *childFiles) devNull() (*os.File, error) {
 
 // output sets the child's descriptor for one output stream: guard's own
 // file when nothing needs to read the stream (the tool writes straight to
-// it, at no cost to guard), /dev/null for nil, else a pipe guard reads.
-func (c *child) output(f *childFiles, i int, dst any, read bool, snk sink) error {
+// it, at no cost to guard), /dev/null for none, else a pipe guard reads.
+func (c *child) output(f *childFiles, i int, dst io.Writer, read bool, snk sink) error {
 	if !read {
-		if file, ok := dst.(*os.File); ok && file != nil {
+		file, isFile := dst.(*os.File)
+		switch {
+		case isFile && file != nil:
 			f.std[i] = file
 			return nil
-		}
-		if dst == nil {
+		case dst == nil || isFile:
 			n, err := f.devNull()
 			f.std[i] = n
 			return err
@@ -141,18 +143,9 @@ func (c *child) startPiped(s Spec, w *watcher) error {
 		f.std[0] = n
 	}
 	watched := s.watched()
-	// A nil writer is an interface holding no value: pass the value, or
-	// nil, so that output sees a typed nil *os.File as "no file".
-	var out, errOut any
-	if s.Stdout != nil {
-		out = s.Stdout
-	}
-	if s.Stderr != nil {
-		errOut = s.Stderr
-	}
-	err := c.output(&f, 1, out, watched || s.Capture, sink{w: w, st: outStream, dst: s.Stdout})
+	err := c.output(&f, 1, s.Stdout, watched || s.Capture, sink{w: w, st: outStream, dst: s.Stdout})
 	if err == nil {
-		err = c.output(&f, 2, errOut, watched, sink{w: w, st: errStream, dst: s.Stderr})
+		err = c.output(&f, 2, s.Stderr, watched, sink{w: w, st: errStream, dst: s.Stderr})
 	}
 	if err != nil {
 		c.abortStart()
