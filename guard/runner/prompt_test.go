@@ -121,6 +121,8 @@ func TestTailIsBounded(t *testing.T) {
 func FuzzDetectPrompt(f *testing.F) {
 	f.Add([]byte("\x1b]0;t\x07? q › \x1b[Kx\r(y/n) "))
 	f.Fuzz(func(t *testing.T, p []byte) {
-		detectPrompt(p) // must not panic on any input
+		text, _ := detectPrompt(p) // none of these may panic on any input
+		yesIsDefault(text)
+		yesReply(text, "\n")
 	})
 }

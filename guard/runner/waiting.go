@@ -93,7 +93,12 @@ func threadState(path string) byte {
 	if err != nil {
 		return 0
 	}
-	// "pid (comm) S ...": comm may hold spaces and parentheses.
+	return stateOf(b)
+}
+
+// stateOf finds the state in a stat line, "pid (comm) S ...", where comm
+// may hold spaces and parentheses; 0 when there is none.
+func stateOf(b []byte) byte {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
 		return 0
@@ -116,31 +121,37 @@ func children(path string) []int {
 	return out
 }
 
-// sleepingIn reads /proc/PID/task/TID/syscall: "NR ARG0 ... ARG5 SP PC"
-// while the thread sleeps in a system call, "running", or "-1 SP PC"
-// outside one. nr is -1 unless the thread is in a call; ok is false when
-// the file cannot be read (a process guard may not inspect).
+// sleepingIn reads /proc/PID/task/TID/syscall (see parseSyscall); ok is
+// false when the file cannot be read (a process guard may not inspect).
 func sleepingIn(path string) (nr int, args [6]uint64, ok bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return -1, args, false
 	}
+	nr, args = parseSyscall(b)
+	return nr, args, true
+}
+
+// parseSyscall reads a syscall file: "NR ARG0 ... ARG5 SP PC" while the
+// thread sleeps in a system call, "running", or "-1 SP PC" outside one.
+// nr is -1 unless the thread sleeps in a call that waits on descriptors.
+func parseSyscall(b []byte) (nr int, args [6]uint64) {
 	f := strings.Fields(string(b))
 	if len(f) < 7 {
-		return -1, args, true // running, or not in a system call
+		return -1, args // running, or not in a system call
 	}
-	nr, err = strconv.Atoi(f[0])
+	nr, err := strconv.Atoi(f[0])
 	if _, waits := waitSyscalls[nr]; err != nil || !waits {
-		return -1, args, true
+		return -1, args
 	}
 	for i := range args {
 		v, err := strconv.ParseUint(strings.TrimPrefix(f[i+1], "0x"), 16, 64)
 		if err != nil {
-			return -1, args, true
+			return -1, args
 		}
 		args[i] = v
 	}
-	return nr, args, true
+	return nr, args
 }
 
 // waitsOn reports whether system call nr, with args, of process pid waits

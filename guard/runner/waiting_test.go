@@ -204,3 +204,39 @@ func BenchmarkWaitsForInput(b *testing.B) {
 		}
 	}
 }
+
+func TestParseProcFiles(t *testing.T) {
+	if st := stateOf([]byte("42 (a (b) c) S 1 42 42 0")); st != 'S' {
+		t.Errorf("stateOf = %q", st)
+	}
+	if st := stateOf([]byte("42 (x)")); st != 0 {
+		t.Errorf("stateOf of a cut line = %q", st)
+	}
+	if len(waitSyscalls) == 0 {
+		return
+	}
+	var read int
+	for nr, kind := range waitSyscalls {
+		if kind == waitRead && (read == 0 || nr < read) {
+			read = nr // read itself has the lowest number of its kind
+		}
+	}
+	line := fmt.Sprintf("%d 0x0 0x7ffd1000 0x1 0x0 0x0 0x0 0x7ffd0ff8 0x7f00deadbeef\n", read)
+	if nr, args := parseSyscall([]byte(line)); nr != read || args[1] != 0x7ffd1000 || args[2] != 1 {
+		t.Errorf("parseSyscall(%q) = %d %x", line, nr, args)
+	}
+	for _, line := range []string{"running\n", "-1 0x7ffd0ff8 0x7f00deadbeef\n", "230 0x0 0x0 0x1 0x2 0x0 0x0 0x1 0x2\n", "0 zz 0 0 0 0 0 0 0\n", ""} {
+		if nr, _ := parseSyscall([]byte(line)); nr != -1 {
+			t.Errorf("parseSyscall(%q) = %d, want -1", line, nr)
+		}
+	}
+}
+
+func FuzzParseProcFiles(f *testing.F) {
+	f.Add([]byte("0 0x0 0x7ffd 0x1 0x0 0x0 0x0 0x7ffd 0x7f00\n"))
+	f.Add([]byte("42 (a) b) R 1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		parseSyscall(b) // must not panic on any input
+		stateOf(b)
+	})
+}
