@@ -95,7 +95,7 @@ func TestCallReportsHowASupervisedRunEnded(t *testing.T) {
 		{runner.Result{Outcome: runner.Stalled}, 124, "stall", "jq: stopped: no new output for 2s (the manifest's stall)"},
 		{runner.Result{Outcome: runner.PromptKilled, Prompt: "Password: "}, 124, "prompt.detected", `jq: stopped: it waited at an interactive prompt "Password: " that guard will not answer`},
 		{runner.Result{Outcome: runner.StartFailed, Err: errors.New("start jq: exec format error")}, 126, "call.end", "jq: start jq: exec format error"},
-		{runner.Result{Outcome: runner.Exited, Code: 3, Answered: []string{"Ok? (y)"}}, 3, "prompt.detected", ""},
+		{runner.Result{Outcome: runner.Exited, Code: 3, Answered: []runner.Answer{{Prompt: "Ok? (y)", Reply: "y"}}}, 3, "prompt.detected", `jq: answered y to "Ok? (y)"`},
 		{runner.Result{Outcome: runner.Signaled, Signal: syscall.SIGKILL}, 137, "", ""},
 	} {
 		t.Run(tc.res.Outcome.String(), func(t *testing.T) {

@@ -90,8 +90,8 @@ func newBed(t *testing.T, manifestTOML string, env ...string) *testBed {
 		}
 		r := b.runs[0]
 		b.runs = b.runs[1:]
-		if s.Stdout != nil && len(r.Stdout) > 0 {
-			s.Stdout.Write(r.Stdout)
+		if s.Stdout != nil {
+			r.Stdout.WriteTo(s.Stdout)
 		}
 		return r
 	}

@@ -136,9 +136,10 @@ func (e *Engine) runAttempts(ctx context.Context, name string, attempts []shims.
 		last = res
 		if why == "" {
 			if live == nil {
-				o.W.Write(res.Stdout)
+				_, _ = res.Stdout.WriteTo(o.W)
 			}
 			e.storeAnswer(pc, name, a, res)
+			res.Stdout.Close()
 			if ran > 1 {
 				e.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran, Reason: "answered by " + a.Tool + " " + filepath.Base(a.Model)})
 			}
@@ -193,27 +194,41 @@ func (e *Engine) attempt(ctx context.Context, name string, n int, a shims.Attemp
 	spec := e.spec(tool, real, append([]string{real}, a.Args...), e.childEnv(tool))
 	spec.PTY = false // stdout must stay apart from the logs: it is the answer, checked and cached
 	spec.Capture = true
+	if live == nil {
+		// The answer is printed only once it proved good: past a few MiB
+		// it waits in a private temp file, not in memory.
+		spec.SpillDir = e.c.StateDir
+	}
 	spec.Budget = a.Budget
 	spec.Stdout = live
 	res := e.run(ctx, spec)
 	e.report(name, n, res, spec)
+	why := failure(res, a.Budget)
+	if why != "" {
+		res.Stdout.Close() // a failed attempt's output is never printed
+	}
+	return res, why
+}
+
+// failure says why an attempt failed, "" when it gave an answer.
+func failure(res runner.Result, budget time.Duration) string {
 	switch {
 	case res.Outcome == runner.Exited && res.Code == 0 && res.StdoutN == 0:
-		return res, "exit 0 with nothing on stdout"
+		return "exit 0 with nothing on stdout"
 	case res.Outcome == runner.Exited && res.Code == 0:
-		return res, ""
+		return ""
 	case res.Outcome == runner.Exited:
-		return res, "exit " + strconv.Itoa(res.Code)
+		return "exit " + strconv.Itoa(res.Code)
 	case res.Outcome == runner.TimedOut:
-		return res, "timeout (budget " + secs(a.Budget) + ")"
+		return "timeout (budget " + secs(budget) + ")"
 	case res.Outcome == runner.Stalled:
-		return res, "stalled"
+		return "stalled"
 	case res.Outcome == runner.PromptKilled:
-		return res, "waited at a prompt " + strconv.Quote(res.Prompt)
+		return "waited at a prompt " + strconv.Quote(res.Prompt)
 	case res.Outcome == runner.Signaled, res.Outcome == runner.Interrupted:
-		return res, "killed by signal " + strconv.Itoa(int(res.Signal))
+		return "killed by signal " + strconv.Itoa(int(res.Signal))
 	}
-	return res, res.Outcome.String()
+	return res.Outcome.String()
 }
 
 // direct runs the tool with no plan: resolve, heal, run. With watch, the

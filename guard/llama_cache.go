@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"fmt"
 	"path/filepath"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
@@ -42,20 +43,30 @@ func (e *Engine) cachedAnswer(pc *promptCache, name string, a shims.Attempt, n i
 }
 
 // storeAnswer caches attempt a's good answer and logs what became of it: an
-// answer larger than the whole cache, or a cache folder guard cannot write,
-// is not stored, and the log must not say it was.
+// answer larger than the whole cache, or than what a run keeps in memory
+// (runner.CaptureMemory: the cache stores and replays an answer in one
+// piece), or a cache folder guard cannot write, is not stored, and the log
+// must not say it was.
 func (e *Engine) storeAnswer(pc *promptCache, name string, a shims.Attempt, res runner.Result) {
 	// The key is made again: a heal may have replaced the model meanwhile.
 	key := e.cacheKey(pc, a)
 	if key == "" {
 		return
 	}
-	ev := heallog.Event{Event: "cache.store", Tool: name, Target: a.Model, Bytes: int64(len(res.Stdout)), Result: "ok"}
-	if err := pc.store.Put(key, promptcache.Entry{Stdout: res.Stdout, Seconds: res.Elapsed.Seconds()}); err != nil {
+	ev := heallog.Event{Event: "cache.store", Tool: name, Target: a.Model, Bytes: res.Stdout.Len(), Result: "ok"}
+	answer, whole := res.Stdout.Bytes()
+	err := errAnswerTooLarge
+	if whole {
+		err = pc.store.Put(key, promptcache.Entry{Stdout: answer, Seconds: res.Elapsed.Seconds()})
+	}
+	if err != nil {
 		ev.Level, ev.Result, ev.Reason = "warn", "skipped", err.Error()
 	}
 	e.Event(ev)
 }
+
+// errAnswerTooLarge is why an answer past runner.CaptureMemory is not cached.
+var errAnswerTooLarge = fmt.Errorf("an answer over %d MiB is not cached", runner.CaptureMemory>>20)
 
 // cacheKey returns attempt a's prompt-cache key, or "" when it has none
 // (caching off, no model, a model that cannot be read).

@@ -62,7 +62,7 @@ func llamaBed(t *testing.T, env ...string) *testBed {
 func (b *testBed) model(name string) string { return filepath.Join(b.dir, "models", name) }
 
 func answer(text string) runner.Result {
-	return runner.Result{Outcome: runner.Exited, Stdout: []byte(text), StdoutN: int64(len(text)), Elapsed: time.Second}
+	return runner.Result{Outcome: runner.Exited, Stdout: runner.NewOutput([]byte(text)), StdoutN: int64(len(text)), Elapsed: time.Second}
 }
 
 func TestLlamaAnswersAndCachesTheAnswer(t *testing.T) {
@@ -107,7 +107,7 @@ func TestLlamaCacheOff(t *testing.T) {
 
 func TestLlamaFailureFallsBackToSimple(t *testing.T) {
 	b := llamaBed(t)
-	b.runs = []runner.Result{{Outcome: runner.Exited, Code: 1, StdoutN: 5, Stdout: []byte("half ")}, answer("whole\n")}
+	b.runs = []runner.Result{{Outcome: runner.Exited, Code: 1, StdoutN: 5, Stdout: runner.NewOutput([]byte("half "))}, answer("whole\n")}
 	args := []string{"-m", b.model("fast.gguf"), "-p", "hello", "-t", "2", "-n", "4"}
 	if got := b.e.call(context.Background(), "llama-completion", args); got != 0 {
 		t.Fatalf("status %d; stderr %s", got, b.stderr.String())

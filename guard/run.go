@@ -62,8 +62,9 @@ func (e *Engine) spec(tool *manifest.Tool, real string, argv, env []string) runn
 // report logs and explains how a supervised attempt ended, when it did not
 // simply exit.
 func (e *Engine) report(name string, attempt int, res runner.Result, spec runner.Spec) {
-	for _, p := range res.Answered {
-		e.Event(heallog.Event{Event: "prompt.detected", Tool: name, Reason: p, Result: "answered", Attempt: attempt})
+	for _, a := range res.Answered {
+		e.Say("%s: answered %s to %q", name, a.Reply, a.Prompt)
+		e.Event(heallog.Event{Event: "prompt.detected", Tool: name, Reason: a.Prompt, Result: "answered", Attempt: attempt})
 	}
 	ev := heallog.Event{Level: "warn", Tool: name, Attempt: attempt, DurationMS: res.Elapsed.Milliseconds()}
 	switch res.Outcome {
@@ -76,7 +77,7 @@ func (e *Engine) report(name string, attempt int, res runner.Result, spec runner
 	case runner.PromptKilled:
 		ev.Event, ev.Reason = "prompt.detected", res.Prompt
 		ev.Result = "killed"
-		e.Say("%s: stopped: it waited at an interactive prompt %q that guard will not answer", name, res.Prompt)
+		e.Say("%s: stopped: it waited at an interactive prompt %q that guard will not answer\n%s", name, res.Prompt, promptHint(name, spec.Prompts))
 	case runner.StartFailed:
 		ev.Event, ev.Reason, ev.Level = "call.end", res.Err.Error(), "error"
 		e.Say("%s: %v", name, res.Err)
@@ -87,6 +88,18 @@ func (e *Engine) report(name string, attempt int, res runner.Result, spec runner
 		ev.Result = "killed"
 	}
 	e.Event(ev)
+}
+
+// promptHint says what to do about a question guard would not answer.
+func promptHint(name string, policy runner.Policy) string {
+	hint := "give the answer in the call (a flag, or the input on stdin)"
+	switch policy {
+	case runner.PromptsAnswer:
+		hint += `; prompts = "yes" for ` + name + ` in the manifest answers yes to every yes/no question`
+	case runner.PromptsKill:
+		hint += `; the manifest's prompts = "kill" for ` + name + ` ends the call at any question`
+	}
+	return hint
 }
 
 // childEnv is guard's environment plus the tool's forced variables and one

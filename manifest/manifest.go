@@ -65,15 +65,18 @@ type Tool struct {
 	Fallback []string          `toml:"fallback,omitempty"` // tool names tried after a failure
 	Timeout  Duration          `toml:"timeout,omitzero"`   // per-call budget when no model budget applies; 0 = none
 	Stall    Duration          `toml:"stall,omitzero"`     // no new output for this long ends the attempt; 0 = off
-	Prompts  string            `toml:"prompts,omitempty"`  // "" | "answer" | "kill"
+	Prompts  string            `toml:"prompts,omitempty"`  // "" | "answer" | "yes" | "kill"
 	Defaults []string          `toml:"defaults,omitempty"` // flags added only when the caller did not set them
 	Cache    *bool             `toml:"cache,omitempty"`    // prompt cache; nil = the tool's default
 }
 
-// Prompt policies for Tool.Prompts.
+// Prompt policies for Tool.Prompts: what guard does when the tool waits
+// for input at a question (the README's "Choices made where the design was
+// silent").
 const (
-	PromptsAnswer = "answer" // answer an interactive prompt with yes
-	PromptsKill   = "kill"   // end the attempt when the tool waits at a prompt
+	PromptsAnswer = "answer" // answer yes where the question's default is yes; end the attempt at any other
+	PromptsYes    = "yes"    // answer yes to every yes/no question, whatever its default; end the attempt at any other
+	PromptsKill   = "kill"   // end the attempt at any question
 )
 
 // Budget holds the time limits shared by every call.

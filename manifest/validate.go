@@ -258,9 +258,9 @@ func (c *checker) tool(m *Manifest, t *Tool) {
 		c.durationError(path("tools", t.Name, "stall"), t.Stall)
 	}
 	switch t.Prompts {
-	case "", PromptsAnswer, PromptsKill:
+	case "", PromptsAnswer, PromptsYes, PromptsKill:
 	default:
-		c.errorf(path("tools", t.Name, "prompts"), "%q is not a prompt policy: use \"answer\", \"kill\" or leave it empty", t.Prompts)
+		c.errorf(path("tools", t.Name, "prompts"), "%q is not a prompt policy: use \"answer\", \"yes\", \"kill\" or leave it empty", t.Prompts)
 	}
 	for k := range t.Env {
 		if !isEnvName(k) {

@@ -36,7 +36,11 @@ var goBenches = []goBench{
 	{"Prompt cache: a hit, a miss, the key",
 		[]string{"-bench", ".", "-benchtime", "2000x", "./guard/promptcache/"}},
 	{"Supervised run of /bin/true against plain os/exec",
-		[]string{"-bench", ".", "-benchtime", "300x", "./guard/runner/"}},
+		[]string{"-bench", "RunTrue|Baseline", "-benchtime", "300x", "./guard/runner/"}},
+	{"Stall meter on plain and on coloured lines",
+		[]string{"-bench", "Meter", "-benchtime", "2000x", "./guard/runner/"}},
+	{"Prompt watchdog: one look at whether a quiet tool waits for input, and the time from a question to the end of the call",
+		[]string{"-bench", "WaitsForInput|QuestionDetected", "-benchtime", "10x", "./guard/runner/"}},
 }
 
 // section is one heading of the document and the command that reproduces it.

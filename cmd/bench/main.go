@@ -4,6 +4,7 @@
 //
 //	go run ./cmd/bench shim       # start-up: guard against a direct exec, a bash shim, Go floor shims
 //	go run ./cmd/bench download   # guard's model download against curl over loopback
+//	go run ./cmd/bench output     # a tool printing -size MB to a pipe through guard against a bash shim
 //	go run ./cmd/bench rebuild    # a cold rebuild of the CMake fixture through guard against bare cmake
 //	go run ./cmd/bench prewarm    # a fresh shell to its first llama answer, with and without install --prewarm
 //	go run ./cmd/bench all -o docs/BENCHMARKS.md   # every table and Go benchmark, into the document
@@ -37,7 +38,7 @@
 //
 //	go run ./cmd/bench shim -runs 40 -rounds 10 -stat cpu -keep
 //
-// To add a row, add it to its table (shim.go, download.go, rebuild.go);
+// To add a row, add it to its table (shim.go, download.go, output.go, rebuild.go);
 // to add a table, write one like them and list it in tables below.
 //
 // To see which package initialisers guard's start-up pays for:
@@ -69,7 +70,7 @@ func main() {
 
 // tables are every table, by subcommand.
 func tables(sizeMB int) []*Table {
-	return []*Table{shimTable(), downloadTable(sizeMB), rebuildTable(), prewarmTable()}
+	return []*Table{shimTable(), downloadTable(sizeMB), outputTable(sizeMB), rebuildTable(), prewarmTable()}
 }
 
 const usage = `usage: go run ./cmd/bench COMMAND [flags]
@@ -77,6 +78,7 @@ const usage = `usage: go run ./cmd/bench COMMAND [flags]
 commands:
   shim       start-up of a call through guard against a direct exec and floor shims
   download   guard's model download against curl over loopback
+  output     a tool printing -size MB to a pipe through guard against a bash exec shim
   rebuild    a cold rebuild of the CMake fixture through guard against bare cmake
   prewarm    a fresh shell to its first answered llama call, with and without guard install --prewarm
   all        every table and Go benchmark as the Markdown of docs/BENCHMARKS.md
@@ -96,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&knobs.Stat, "stat", "", "what ratios and goals compare: "+strings.Join(Stats, ", ")+" (default median)")
 	keep := fs.Bool("keep", false, "keep the temp folder (sandboxes, binaries, each row's last stderr)")
 	guard := fs.String("guard", "", "time this guard binary instead of building one (built with other tags, say)")
-	sizeMB := fs.Int("size", 256, "download: the model's size in MB")
+	sizeMB := fs.Int("size", 256, "download: the model's size in MB; output: what the tool prints, in MB")
 	out := fs.String("o", "", "all: write into this file, keeping what is above its generated part (default: stdout)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)

@@ -19,12 +19,17 @@ import (
 // `guard install` copies it into the shim folder and links tool names to
 // the copy, so a link named npx really dispatches on argv[0] here too.
 func TestMain(m *testing.M) {
-	if name := filepath.Base(os.Args[0]); !strings.HasSuffix(name, ".test") && name != "guard" {
+	name := filepath.Base(os.Args[0])
+	if !strings.HasSuffix(name, ".test") && name != "guard" && helperPrograms[name] == nil {
 		os.Exit(run(os.Args))
 	}
-	testscript.Main(m, map[string]func(){
+	commands := map[string]func(){
 		"guard": func() { os.Exit(run(os.Args)) },
-	})
+	}
+	for name, prog := range helperPrograms {
+		commands[name] = func() { os.Exit(prog()) }
+	}
+	testscript.Main(m, commands)
 }
 
 func TestScripts(t *testing.T) {

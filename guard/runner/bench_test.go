@@ -2,8 +2,10 @@ package runner
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 // BenchmarkRunTrue is the cost of supervising a tool that does nothing.
@@ -34,6 +36,26 @@ func BenchmarkBaselineExecCommandTrue(b *testing.B) {
 	for b.Loop() {
 		if err := exec.Command("/bin/true").Run(); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkQuestionDetected is the detection latency of a question guard
+// does not recognise: from the start of a tool that prints "Project name: "
+// and reads its stdin to the end of the run, with the default quiet time
+// (DefaultPromptQuiet). The run's own start is a few milliseconds of it.
+func BenchmarkQuestionDetected(b *testing.B) {
+	script := writeScript(b, `printf 'Project name: '; read name`)
+	in, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	defer w.Close()
+	s := Spec{Path: script, Stdin: in, Prompts: PromptsKill, Budget: time.Minute, Grace: time.Second}
+	for b.Loop() {
+		if r := Run(context.Background(), s); r.Outcome != PromptKilled {
+			b.Fatalf("got %v prompt %q", r.Outcome, r.Prompt)
 		}
 	}
 }

@@ -1,54 +1,56 @@
 package runner
 
 import (
-	"context"
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
 // child is one started tool with everything guard set up around it. Its
 // pid is also its process group id: Setpgid, or setsid under a pty.
+//
+// It is started with syscall.ForkExec rather than os/exec: os/exec probes
+// for pidfd support, starts a goroutine per context and per stream and
+// always makes pipes for writers that are not files; guard needs none of
+// that, and a tool whose output nothing reads gets guard's own descriptors.
 type child struct {
-	cmd   *exec.Cmd
 	pid   int
 	enter string  // what Enter sends on the child's stdin
 	input *feeder // the child's stdin as guard writes it; nil when guard does not
 	copy  *copier // guard's stdin into input
+	// stdin is the file the child reads as its stdin (guard's own, the
+	// answer pipe, the pty or /dev/null), for the kernel's word on whether
+	// the tool waits for input.
+	stdin fileID
 
-	ttyFD      int // terminal handed to the child as its foreground; -1 when none
-	ttyOnce    sync.Once
-	restoreRaw func()
+	ttyFD int // terminal handed to the child as its foreground; -1 when none
+	raw   *rawTerminal
 
-	master   *os.File // pty master; nil when piped
-	pumpDone chan struct{}
+	master   *os.File   // pty master; nil when piped
+	readers  []*os.File // guard's ends of the output pipes, or the master
+	readDone chan struct{}
+	nReaders int
 	winch    chan os.Signal
 	winchEnd chan struct{}
 
+	mu          sync.Mutex // guards reaped against a late signal from a timer
+	reaped      bool
 	releaseOnce sync.Once
-	waited      bool
 }
 
 // startChild starts the tool described by s, its output going through w.
-// runCtx is the context whose end makes exec call Cancel: SIGKILL the group.
-func startChild(runCtx context.Context, s Spec, w *watcher) (*child, error) {
-	cmd := exec.CommandContext(runCtx, s.Path)
-	// Path is already resolved: no lookup in PATH, whatever it looks like.
-	cmd.Path, cmd.Err = s.Path, nil
-	cmd.Args, cmd.Env, cmd.Dir = s.Argv, s.Env, s.Dir
-	cmd.WaitDelay = drainDelay
-	c := &child{cmd: cmd, enter: "\n", ttyFD: -1}
-	cmd.Cancel = func() error { return c.signal(syscall.SIGKILL) }
-
+func startChild(s Spec, w *watcher) (*child, error) {
+	c := &child{enter: "\n", ttyFD: -1, readDone: make(chan struct{}, 3)}
 	var err error
 	if s.PTY {
 		err = c.startPTY(s, w)
@@ -58,47 +60,117 @@ func startChild(runCtx context.Context, s Spec, w *watcher) (*child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", s.Path, err)
 	}
-	c.pid = cmd.Process.Pid
 	return c, nil
 }
 
+// childFiles collects the three descriptors a child starts with and the
+// ones guard must close once it has started (its copies of pipe ends,
+// /dev/null).
+type childFiles struct {
+	std   [3]*os.File
+	close []*os.File
+}
+
+func (f *childFiles) closeAll() {
+	for _, x := range f.close {
+		_ = x.Close()
+	}
+	f.close = nil
+}
+
+// devNull returns /dev/null for a stream the child gets nothing on.
+func (f *childFiles) devNull() (*os.File, error) {
+	for _, x := range f.close {
+		if x.Name() == os.DevNull {
+			return x, nil
+		}
+	}
+	n, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	f.close = append(f.close, n)
+	return n, nil
+}
+
+// output sets the child's descriptor for one output stream: guard's own
+// file when nothing needs to read the stream (the tool writes straight to
+// it, at no cost to guard), /dev/null for none, else a pipe guard reads.
+func (c *child) output(f *childFiles, i int, dst io.Writer, read bool, snk sink) error {
+	if !read {
+		file, isFile := dst.(*os.File)
+		switch {
+		case isFile && file != nil:
+			f.std[i] = file
+			return nil
+		case dst == nil || isFile:
+			n, err := f.devNull()
+			f.std[i] = n
+			return err
+		}
+	}
+	r, wr, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("output pipe: %w", err)
+	}
+	f.std[i] = wr
+	f.close = append(f.close, wr)
+	c.startReader(r, snk)
+	return nil
+}
+
 func (c *child) startPiped(s Spec, w *watcher) error {
+	var f childFiles
+	defer f.closeAll()
 	attr := &syscall.SysProcAttr{Setpgid: true}
-	c.cmd.Stdout = sink{w: w, st: outStream, dst: s.Stdout}
-	c.cmd.Stderr = sink{w: w, st: errStream, dst: s.Stderr}
-	var childIn *os.File
 	switch {
-	case s.Prompts == PromptsAnswer:
+	case s.Prompts == PromptsAnswer || s.Prompts == PromptsYes:
 		// Answers need a stdin guard can write to.
 		r, wr, err := os.Pipe()
 		if err != nil {
 			return fmt.Errorf("stdin pipe: %w", err)
 		}
-		childIn = r
-		c.cmd.Stdin = r
+		f.std[0] = r
+		f.close = append(f.close, r)
 		c.input = newFeeder(wr, true)
 	case s.Stdin != nil:
-		c.cmd.Stdin = s.Stdin
-		// A background group reading the terminal is stopped by SIGTTIN:
-		// the child gets the terminal while it runs.
-		if fd, ok := foregroundTTY(s.Stdin); ok {
-			attr.Foreground, attr.Ctty = true, fd
-			c.ttyFD = fd
+		f.std[0] = s.Stdin
+	default:
+		n, err := f.devNull()
+		if err != nil {
+			return err
 		}
+		f.std[0] = n
 	}
-	c.cmd.SysProcAttr = attr
-	err := c.cmd.Start()
-	if childIn != nil {
-		_ = childIn.Close()
+	watched := s.watched()
+	err := c.output(&f, 1, s.Stdout, watched || s.Capture, sink{w: w, st: outStream, dst: s.Stdout})
+	if err == nil {
+		err = c.output(&f, 2, s.Stderr, watched, sink{w: w, st: errStream, dst: s.Stderr})
 	}
 	if err != nil {
-		// The child may have taken the terminal before its exec failed.
-		c.takeTerminal()
-		if c.input != nil {
-			c.input.shutdown(true)
-		}
+		c.abortStart()
 		return err
 	}
+	c.stdin = idOf(f.std[0]) // /dev/null too: nothing ever blocks reading it
+	// A background group reading the terminal is stopped by SIGTTIN, and
+	// keys (^C, ^Z) go to the foreground group: the child gets the terminal
+	// while it runs when it was handed guard's own.
+	for _, file := range f.std {
+		if file == s.Stdin || file == s.Stdout || file == s.Stderr {
+			if fd, ok := foregroundTTY(file); ok {
+				attr.Foreground, attr.Ctty = true, fd
+				c.ttyFD = fd
+				break
+			}
+		}
+	}
+	if err := c.fork(s, f.std, attr); err != nil {
+		// The child may have taken the terminal before its exec failed.
+		c.takeTerminal()
+		c.abortStart()
+		return err
+	}
+	f.closeAll() // the child's ends: guard's copies must go for EOF to come
 	if c.input != nil {
 		c.startInput(s.Stdin)
 	}
@@ -106,6 +178,10 @@ func (c *child) startPiped(s Spec, w *watcher) error {
 }
 
 func (c *child) startPTY(s Spec, w *watcher) error {
+	master, slave, err := openPTY()
+	if err != nil {
+		return err
+	}
 	var outFile, errFile *os.File
 	if f, ok := s.Stdout.(*os.File); ok {
 		outFile = f
@@ -113,26 +189,30 @@ func (c *child) startPTY(s Spec, w *watcher) error {
 	if f, ok := s.Stderr.(*os.File); ok {
 		errFile = f
 	}
-	ws, sizeFrom := terminalSize(outFile, s.Stdin, errFile)
-	// pty.StartWithSize makes the child a session leader (setsid) with the
-	// pty as its controlling terminal; that is its own process group too.
-	master, err := pty.StartWithSize(c.cmd, ws)
+	sizeFrom := terminalWithSize(outFile, s.Stdin, errFile)
+	if sizeFrom != nil {
+		copySize(sizeFrom, master)
+	}
+	c.stdin = idOf(slave)
+	// A session of its own with the pty as its controlling terminal: that
+	// is its own process group too.
+	attr := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	err = c.fork(s, [3]*os.File{slave, slave, slave}, attr)
+	slave.Close()
 	if err != nil {
+		master.Close()
 		return err
 	}
 	c.master = master
 	c.enter = "\r"
 	c.input = newFeeder(master, false)
-	c.pumpDone = make(chan struct{})
-	go pump(master, sink{w: w, st: outStream, dst: s.Stdout}, c.pumpDone)
+	c.startReader(master, sink{w: w, st: outStream, dst: s.Stdout})
 
 	if s.Stdin != nil && mayRead(s.Stdin) {
 		if fd, ok := fdOf(s.Stdin); ok && term.IsTerminal(fd) {
 			// Keys go to the child's terminal as typed; its line
 			// discipline, not guard's, turns ^C into SIGINT.
-			if st, err := term.MakeRaw(fd); err == nil {
-				c.restoreRaw = func() { _ = term.Restore(fd, st) }
-			}
+			c.raw = makeRaw(fd)
 		}
 		c.startInput(s.Stdin)
 	}
@@ -142,12 +222,50 @@ func (c *child) startPTY(s Spec, w *watcher) error {
 	return nil
 }
 
+// fork starts the process with files as its 0, 1 and 2.
+func (c *child) fork(s Spec, files [3]*os.File, attr *syscall.SysProcAttr) error {
+	env := s.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	fds := make([]uintptr, len(files))
+	for i, f := range files {
+		// Fd puts the file in blocking mode, which is what a child
+		// expects of its standard descriptors (os/exec does the same).
+		fds[i] = f.Fd()
+	}
+	pid, err := syscall.ForkExec(s.Path, s.Argv, &syscall.ProcAttr{Dir: s.Dir, Env: env, Files: fds, Sys: attr})
+	runtime.KeepAlive(files)
+	if err != nil {
+		return &os.PathError{Op: "fork/exec", Path: s.Path, Err: err}
+	}
+	c.pid = pid
+	return nil
+}
+
+// abortStart undoes what was set up for a child that did not start.
+func (c *child) abortStart() {
+	if c.input != nil {
+		c.input.shutdown(true)
+	}
+	for _, r := range c.readers {
+		_ = r.Close()
+	}
+	for range c.nReaders {
+		<-c.readDone
+	}
+}
+
 // startInput copies guard's stdin to the child; with no stdin, or one guard
 // cannot read (a terminal guard is in the background of), the child's input
 // ends at once.
 func (c *child) startInput(stdin *os.File) {
 	if stdin != nil && mayRead(stdin) {
-		if cp, err := startCopier(stdin, c.input); err == nil {
+		var suspendAt func([]byte) int
+		if c.raw != nil {
+			suspendAt = c.suspendKey
+		}
+		if cp, err := startCopier(stdin, c.input, suspendAt); err == nil {
 			c.copy = cp
 			return
 		}
@@ -155,24 +273,63 @@ func (c *child) startInput(stdin *os.File) {
 	c.input.end(nil)
 }
 
-// pump copies the pty master to dst until the child side is closed. Reads
-// on the master fail with EIO once no process holds the terminal: that is
-// the end of output. A failed write to dst does not stop the pump, since a
-// terminal never blocks its writer: the output is still observed.
-func pump(master *os.File, dst sink, done chan<- struct{}) {
-	defer close(done)
-	buf := make([]byte, 32*1024)
-	for {
-		n, err := master.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				dst.dst = nil
+// suspendKey finds the suspend key (Ctrl-Z) in keys typed for a pty child.
+// The pty's own line discipline cannot stop the child with it: the child
+// leads its own session, so its process group has no parent in that
+// session ("orphaned"), and the kernel drops a terminal stop signal to
+// such a group. guard stops the group itself instead (see suspend).
+func (c *child) suspendKey(typed []byte) int {
+	fd, ok := fdOf(c.master)
+	if !ok {
+		return -1
+	}
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS) // the child's side's settings
+	if err != nil || t.Lflag&unix.ISIG == 0 || t.Cc[unix.VSUSP] == 0 {
+		return -1
+	}
+	return bytes.IndexByte(typed, t.Cc[unix.VSUSP])
+}
+
+// suspended tells of the suspend key typed for a pty child; nil when guard
+// does not copy keys from a terminal.
+func (c *child) suspended() <-chan struct{} {
+	if c.copy == nil || c.copy.suspendAt == nil {
+		return nil
+	}
+	return c.copy.suspended
+}
+
+// startReader copies r (a pipe's read end, or the pty master) to dst until
+// the child side is closed: end of file, or EIO on a pty master once no
+// process holds the terminal.
+func (c *child) startReader(r *os.File, dst sink) {
+	c.readers = append(c.readers, r)
+	c.nReaders++
+	go func() {
+		defer func() { c.readDone <- struct{}{} }()
+		buf := make([]byte, 32*1024)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					if r == c.master {
+						// A terminal never blocks its writer: keep
+						// observing, drop what cannot be shown.
+						dst.dst = nil
+					} else {
+						// The reader of guard's output is gone: so is
+						// the child's, which then sees a broken pipe as
+						// it would without guard.
+						_ = r.Close()
+						return
+					}
+				}
+			}
+			if err != nil {
+				return
 			}
 		}
-		if err != nil {
-			return
-		}
-	}
+	}()
 }
 
 // followSize keeps the child's terminal the size of guard's.
@@ -183,20 +340,21 @@ func (c *child) followSize(from *os.File) {
 	go func() {
 		defer close(c.winchEnd)
 		for range c.winch {
-			if ws, err := pty.GetsizeFull(from); err == nil {
-				_ = pty.Setsize(c.master, ws)
-			}
+			copySize(from, c.master)
 		}
 	}()
 }
 
 // signal sends sig to the child's whole process group. A group that is
-// already gone is not an error.
+// already gone is not an error, and once the child is reaped its group id
+// may belong to someone else: nothing is sent then.
 func (c *child) signal(sig syscall.Signal) error {
-	if c.cmd.Process == nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pid <= 0 || c.reaped {
 		return nil
 	}
-	err := unix.Kill(-c.cmd.Process.Pid, sig)
+	err := unix.Kill(-c.pid, sig)
 	if errors.Is(err, unix.ESRCH) {
 		return nil
 	}
@@ -210,23 +368,35 @@ func (c *child) answer(reply string) bool {
 
 // takeTerminal gives the terminal back to guard if the child had it.
 func (c *child) takeTerminal() {
-	if c.ttyFD < 0 {
-		return
+	if c.ttyFD >= 0 {
+		_ = setForeground(c.ttyFD, unix.Getpgrp())
 	}
-	c.ttyOnce.Do(func() { _ = takeTerminal(c.ttyFD) })
+}
+
+// atTerminal reports whether a person's terminal is in play: the child
+// holds guard's terminal, or guard's terminal is in raw mode for the
+// child's pty.
+func (c *child) atTerminal() bool { return c.ttyFD >= 0 || c.raw != nil }
+
+// giveTerminal hands the terminal to the child again after guard was
+// continued, if guard has it (the shell's fg; after bg it has not).
+func (c *child) giveTerminal() {
+	if c.ttyFD >= 0 && inForeground(c.ttyFD) {
+		_ = setForeground(c.ttyFD, c.pid)
+	}
+	if c.raw != nil && inForeground(c.raw.fd) {
+		c.raw.again()
+	}
 }
 
 // release undoes everything set up around the child once it has exited:
-// terminal ownership and mode, stdin copying, size following, and (under a
-// pty) drains the output for at most drain before closing the master.
+// terminal ownership and mode, stdin copying, size following, and drains
+// the output for at most drain before closing guard's ends of it.
 func (c *child) release(drain time.Duration) {
 	c.releaseOnce.Do(func() {
 		c.takeTerminal()
 		if c.copy != nil {
 			c.copy.stop()
-		}
-		if c.restoreRaw != nil {
-			c.restoreRaw()
 		}
 		if c.winch != nil {
 			signal.Stop(c.winch)
@@ -235,35 +405,62 @@ func (c *child) release(drain time.Duration) {
 		}
 		if c.master != nil {
 			c.input.shutdown(false)
-			t := time.NewTimer(drain)
-			select {
-			case <-c.pumpDone:
-			case <-t.C:
-			}
-			t.Stop()
-			_ = c.master.Close() // wakes a pump or a feeder still blocked on it
-			<-c.pumpDone
-		} else if c.input != nil {
-			c.input.shutdown(true)
 		}
+		t := time.NewTimer(drain)
+		left := c.nReaders
+	drained:
+		for left > 0 {
+			select {
+			case <-c.readDone:
+				left--
+			case <-t.C:
+				break drained
+			}
+		}
+		t.Stop()
+		// Closing wakes a reader (or a feeder, on the master) still
+		// blocked: a process that left the group may hold the pipe or
+		// the terminal open forever.
+		for _, r := range c.readers {
+			_ = r.Close()
+		}
+		for ; left > 0; left-- {
+			<-c.readDone
+		}
+		// Only now: the last of a pty child's output is written to guard's
+		// terminal as the child wrote it, not translated once more.
+		c.raw.restore()
 		if c.input != nil {
+			if c.master == nil {
+				c.input.shutdown(true)
+			}
 			<-c.input.done
 		}
 	})
 }
 
-// wait reaps the child; under pipes it also waits, for at most drainDelay,
-// for the output still in flight.
-func (c *child) wait() (*os.ProcessState, error) {
-	c.waited = true
-	err := c.cmd.Wait()
-	return c.cmd.ProcessState, err
+// wait reaps the child.
+func (c *child) wait() (unix.WaitStatus, error) {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(c.pid, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		c.mu.Lock()
+		c.reaped = true
+		c.mu.Unlock()
+		return ws, err
+	}
 }
 
 // abort is the deferred safety net: if supervision ended early (a panic),
 // the group is killed and reaped and the terminal restored.
 func (c *child) abort() {
-	if c.waited {
+	c.mu.Lock()
+	reaped := c.reaped
+	c.mu.Unlock()
+	if reaped {
 		return
 	}
 	_ = c.signal(syscall.SIGKILL)
@@ -271,15 +468,17 @@ func (c *child) abort() {
 	_, _ = c.wait()
 }
 
-// waitExit blocks until the child has exited without reaping it, so that
-// its pid, and with it the process group id, stays reserved until guard has
-// made sure the group is gone.
-func waitExit(pid int) {
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			return
-		}
+// fileID names an open file by device and inode.
+type fileID struct{ dev, ino uint64 }
+
+func idOf(f *os.File) fileID {
+	fd, ok := fdOf(f)
+	if !ok {
+		return fileID{}
 	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return fileID{}
+	}
+	return fileID{uint64(st.Dev), st.Ino}
 }

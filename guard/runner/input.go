@@ -119,6 +119,11 @@ func (fe *feeder) shutdown(closeFile bool) {
 // is not pollable by the Go runtime) and never swallows input typed after
 // the run.
 type copier struct {
+	// suspendAt, when set, finds the suspend key (Ctrl-Z) in what was
+	// typed: -1 when it is not there. The key is not copied; suspended is
+	// told instead.
+	suspendAt  func([]byte) int
+	suspended  chan struct{}
 	src        *os.File // kept so the descriptor stays open while in use
 	fd         int
 	wakeR      int
@@ -128,7 +133,7 @@ type copier struct {
 	cancelOnce sync.Once
 }
 
-func startCopier(src *os.File, dst *feeder) (*copier, error) {
+func startCopier(src *os.File, dst *feeder, suspendAt func([]byte) int) (*copier, error) {
 	fd, ok := fdOf(src)
 	if !ok {
 		return nil, errors.New("copy stdin: no file descriptor")
@@ -137,7 +142,10 @@ func startCopier(src *os.File, dst *feeder) (*copier, error) {
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("copy stdin: %w", err)
 	}
-	c := &copier{src: src, fd: fd, wakeR: p[0], wakeW: p[1], cancel: make(chan struct{}), done: make(chan struct{})}
+	c := &copier{
+		suspendAt: suspendAt, suspended: make(chan struct{}, 1),
+		src: src, fd: fd, wakeR: p[0], wakeW: p[1], cancel: make(chan struct{}), done: make(chan struct{}),
+	}
 	go c.run(dst)
 	return c, nil
 }
@@ -172,7 +180,20 @@ func (c *copier) run(dst *feeder) {
 			dst.end(c.cancel)
 			return
 		}
-		if !dst.push(buf[:n], c.cancel) {
+		typed := buf[:n]
+		if c.suspendAt != nil {
+			if i := c.suspendAt(typed); i >= 0 {
+				if i > 0 && !dst.push(typed[:i], c.cancel) {
+					return
+				}
+				select {
+				case c.suspended <- struct{}{}:
+				default:
+				}
+				typed = typed[i+1:]
+			}
+		}
+		if len(typed) > 0 && !dst.push(typed, c.cancel) {
 			return
 		}
 	}

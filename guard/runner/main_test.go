@@ -20,18 +20,19 @@ const helperEnv = "RUNNER_TEST_HELPER"
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
-		os.Exit(runHelper(mode, os.Args[len(os.Args)-1]))
+		os.Exit(runHelper(mode, os.Args[len(os.Args)-1], os.Args[1:len(os.Args)-1]))
 	}
 	os.Exit(m.Run())
 }
 
 // runHelper is the re-executed test binary: "run" supervises the script
-// and exits with the result's status, as a shim would; "exec" execs it.
-func runHelper(mode, script string) int {
+// (with args) and exits with the result's status, as a shim would; "exec"
+// execs it.
+func runHelper(mode, script string, args []string) int {
 	switch mode {
 	case "run":
 		r := Run(context.Background(), Spec{
-			Path: script, Argv: []string{script}, Stdout: os.Stdout, Stderr: os.Stderr,
+			Path: script, Argv: append([]string{script}, args...), Stdout: os.Stdout, Stderr: os.Stderr,
 			Budget: time.Minute, Grace: 5 * time.Second,
 		})
 		return r.Status()
@@ -53,6 +54,27 @@ func runHelper(mode, script string) int {
 			return 92 // the terminal mode was not restored
 		}
 		return r.Status()
+	case "pty":
+		// stdout is this helper's terminal (see terminal_test.go); the child
+		// gets a pty of its own.
+		r := Run(context.Background(), Spec{
+			Path: script, Argv: []string{script}, Stdout: os.Stdout, Stderr: os.Stderr,
+			Budget: 20 * time.Second, PTY: true,
+		})
+		return r.Status()
+	case "inspect":
+		// Whether process PID waits for input on file DEV:INO, the last
+		// argument being "PID:DEV:INO".
+		var pid int
+		var in fileID
+		if _, err := fmt.Sscanf(script, "%d:%d:%d", &pid, &in.dev, &in.ino); err != nil {
+			return 97
+		}
+		waiting, known := waitsForInput(pid, in)
+		fmt.Printf("waiting %v known %v\n", waiting, known)
+		return 0
+	case "wait-read", "wait-poll", "wait-select", "wait-epoll", "wait-other", "wait-busy":
+		return waitHelper(mode, script)
 	case "exec":
 		err := Exec(script, []string{script, "from-exec"}, nil)
 		fmt.Fprintf(os.Stderr, "helper: %v\n", err)
@@ -161,4 +183,13 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// captured is the run's captured stdout as a string.
+func captured(r Result) string {
+	b, ok := r.Stdout.Bytes()
+	if !ok {
+		return "<larger than CaptureMemory>"
+	}
+	return string(b)
 }

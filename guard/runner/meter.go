@@ -1,5 +1,7 @@
 package runner
 
+import "bytes"
+
 // outputMeter decides whether output really advances, for the stall
 // watchdog. Tools that hang often keep drawing: npm redraws a spinner every
 // 80 ms, progress bars repaint the same line. Counting every byte as progress
@@ -32,15 +34,76 @@ const (
 )
 
 // feed consumes p and reports whether any of it was progress.
+//
+// Most output is plain lines: no escape sequence, the cursor on the
+// furthest line. For such a chunk the newlines alone decide (counted with
+// the vectorised bytes.Count), and only the unfinished line after the last
+// one is stepped through byte by byte.
 func (m *outputMeter) feed(p []byte) bool {
+	if m.esc == escNone && m.row == m.maxRow && bytes.IndexByte(p, 0x1b) < 0 {
+		if nl := bytes.Count(p, newline); nl > 0 {
+			// Each newline opens a new furthest line at column 0: carriage
+			// returns, backspaces and text before the last one no longer
+			// matter.
+			m.row += nl
+			m.maxRow, m.col, m.maxCol = m.row, 0, 0
+			m.stepAll(p[bytes.LastIndexByte(p, '\n')+1:])
+			return true
+		}
+	}
+	return m.stepAll(p)
+}
+
+var newline = []byte{'\n'}
+
+// stepAll steps through p. Text and the control bytes that draw nothing
+// are handled here, without a call a byte; the rest goes to step.
+func (m *outputMeter) stepAll(p []byte) bool {
 	progressed := false
 	for _, b := range p {
+		if m.esc == escNone {
+			switch byteClasses[b] {
+			case textByte:
+				m.col++
+				if m.row == m.maxRow && m.col > m.maxCol {
+					m.maxCol = m.col
+					progressed = true
+				}
+				continue
+			case inertByte:
+				continue
+			}
+		}
 		if m.step(b) {
 			progressed = true
 		}
 	}
 	return progressed
 }
+
+// byteClass sorts bytes outside escape sequences by what they do to the
+// cursor.
+type byteClass uint8
+
+const (
+	specialByte byteClass = iota // newline, carriage return, backspace, tab, ESC: step decides
+	textByte                     // takes a column: printable ASCII, a UTF-8 lead byte
+	inertByte                    // draws nothing: other control bytes, UTF-8 continuation bytes
+)
+
+var byteClasses = func() (c [256]byteClass) {
+	for b := range c {
+		switch {
+		case b == '\n', b == '\r', b == '\b', b == '\t', b == 0x1b:
+			c[b] = specialByte
+		case b < 0x20, b == 0x7f, b >= 0x80 && b < 0xc0:
+			c[b] = inertByte
+		default:
+			c[b] = textByte
+		}
+	}
+	return c
+}()
 
 func (m *outputMeter) step(b byte) bool {
 	switch m.esc {

@@ -1,6 +1,9 @@
 package runner
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestOutputMeter(t *testing.T) {
 	for _, tc := range []struct {
@@ -42,4 +45,47 @@ func FuzzOutputMeter(f *testing.F) {
 		var m outputMeter
 		m.feed(p) // must not panic on any input
 	})
+}
+
+// feed's shortcuts (plain lines, text runs) must leave the meter exactly
+// where stepping through every byte would, with the same verdict.
+func FuzzMeterShortcutMatchesSteps(f *testing.F) {
+	f.Add([]byte("one\ntwo\r\nthr"), []byte("ee\n\x1b[1A\n"), []byte("x\b\tyz\n"))
+	f.Add([]byte("\x1b[2A"), []byte("a\nb\n"), []byte("c"))
+	f.Add([]byte("é\x00\x7f\x1b]0;t\x07"), []byte("\x1b[3Dab\x1bMc"), []byte("\x1b(B✓\n"))
+	f.Fuzz(func(t *testing.T, a, b, c []byte) {
+		var fast, slow outputMeter
+		for i, p := range [][]byte{a, b, c} {
+			got, want := fast.feed(p), false
+			for _, x := range p {
+				if slow.step(x) {
+					want = true
+				}
+			}
+			if got != want || fast != slow {
+				t.Fatalf("write %d %q: feed %v %+v, steps %v %+v", i, p, got, fast, want, slow)
+			}
+		}
+	})
+}
+
+// BenchmarkMeterPlainLines is the stall watchdog's cost on ordinary output.
+func BenchmarkMeterPlainLines(b *testing.B) {
+	chunk := []byte(strings.Repeat("a line of plain output, as a build prints it\n", 700))
+	b.SetBytes(int64(len(chunk)))
+	var m outputMeter
+	for b.Loop() {
+		m.feed(chunk)
+	}
+}
+
+// BenchmarkMeterColouredLines is the watchdog's cost on output with
+// colour codes on every line: the byte-by-byte path.
+func BenchmarkMeterColouredLines(b *testing.B) {
+	chunk := []byte(strings.Repeat("\x1b[32m✓\x1b[0m compiled src/some/file.c into an object, as a build says\n", 500))
+	b.SetBytes(int64(len(chunk)))
+	var m outputMeter
+	for b.Loop() {
+		m.feed(chunk)
+	}
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"io"
 	"sync"
 	"time"
@@ -20,19 +21,18 @@ const (
 // is one line, and a longer unfinished line is not a question anyone reads.
 const tailSize = 1024
 
-// watcher sees every byte the child writes, on any goroutine, and keeps what
-// the watchdogs and the Result need: when output last came, when it last
-// made progress, the end of each stream, and the captured stdout.
+// watcher sees every byte the child writes on the streams guard reads, on
+// any goroutine, and keeps what the watchdogs and the Result need: when
+// output last came, when it last made progress, the end of each stream, and
+// the captured stdout.
 type watcher struct {
 	mu           sync.Mutex
 	lastOutput   time.Time
 	lastProgress time.Time
-	seq          int64 // bytes seen on all streams
-	checkedSeq   int64 // seq at the last prompt check
 	last         stream
 	streams      [numStreams]streamState
-	capture      bool
-	captured     []byte
+	meter        bool    // the stall watchdog is on: meter progress
+	out          *Output // captured stdout; nil without Capture
 }
 
 type streamState struct {
@@ -42,8 +42,11 @@ type streamState struct {
 	answeredAt int64 // n when a prompt on this stream was last answered
 }
 
-func newWatcher(began time.Time, capture bool) *watcher {
-	w := &watcher{lastOutput: began, lastProgress: began, capture: capture}
+func newWatcher(began time.Time, s Spec) *watcher {
+	w := &watcher{lastOutput: began, lastProgress: began, meter: s.Stall > 0}
+	if s.Capture {
+		w.out = newOutput(s.SpillDir)
+	}
 	for i := range w.streams {
 		w.streams[i].answeredAt = -1
 	}
@@ -59,15 +62,14 @@ func (w *watcher) observe(st stream, p []byte) {
 	defer w.mu.Unlock()
 	s := &w.streams[st]
 	s.n += int64(len(p))
-	w.seq += int64(len(p))
 	w.last = st
 	w.lastOutput = now
-	if s.meter.feed(p) {
+	if !w.meter || s.meter.feed(p) {
 		w.lastProgress = now
 	}
 	s.tail = appendTail(s.tail, p)
-	if st == outStream && w.capture {
-		w.captured = append(w.captured, p...)
+	if st == outStream && w.out != nil {
+		_, _ = w.out.Write(p)
 	}
 }
 
@@ -88,32 +90,47 @@ func (w *watcher) sinceProgress(now time.Time) time.Duration {
 	return now.Sub(w.lastProgress)
 }
 
-// promptFound is a prompt seen at the end of one stream.
+// paused moves the clocks on by d, the time guard and the tool spent
+// stopped (Ctrl-Z): it was neither quiet nor stalled.
+func (w *watcher) paused(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastOutput = w.lastOutput.Add(d)
+	w.lastProgress = w.lastProgress.Add(d)
+}
+
+// promptFound is the unfinished line one stream ends with.
 type promptFound struct {
 	text   string
 	kind   promptKind
 	stream stream
 	at     int64 // the stream's byte count when it was seen
+	// linesSinceAnswer counts the lines the stream finished since guard
+	// last answered on it; -1 when it never was.
+	linesSinceAnswer int
 }
 
-// prompt returns a prompt the child shows once output has been quiet for
-// quiet. Each state of the output is examined once, and a prompt already
-// answered is not returned again until that stream writes more.
+// prompt returns the unfinished line the output ends with once it has been
+// quiet for quiet, the stream written last first. A line already answered
+// is not returned again until that stream writes more.
 func (w *watcher) prompt(now time.Time, quiet time.Duration) (promptFound, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.seq == 0 || w.seq == w.checkedSeq || now.Sub(w.lastOutput) < quiet {
+	if now.Sub(w.lastOutput) < quiet {
 		return promptFound{}, false
 	}
-	w.checkedSeq = w.seq
-	// The stream written last is the likelier place of a question.
 	for _, st := range [...]stream{w.last, 1 - w.last} {
 		s := &w.streams[st]
 		if s.n == 0 || s.n == s.answeredAt {
 			continue
 		}
-		if text, kind := detectPrompt(s.sinceAnswer()); kind != noPrompt {
-			return promptFound{text: text, kind: kind, stream: st, at: s.n}, true
+		tail := s.sinceAnswer()
+		if text, kind := detectPrompt(tail); kind != noPrompt {
+			lines := -1
+			if s.answeredAt >= 0 {
+				lines = bytes.Count(tail, []byte{'\n'})
+			}
+			return promptFound{text: text, kind: kind, stream: st, at: s.n, linesSinceAnswer: lines}, true
 		}
 	}
 	return promptFound{}, false
@@ -137,11 +154,12 @@ func (w *watcher) answered(f promptFound) {
 	w.streams[f.stream].answeredAt = f.at
 }
 
-// stdout returns the captured bytes and the count of bytes written to stdout.
-func (w *watcher) stdout() ([]byte, int64) {
+// stdout returns the captured output and the count of bytes written to
+// stdout.
+func (w *watcher) stdout() (*Output, int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.captured, w.streams[outStream].n
+	return w.out, w.streams[outStream].n
 }
 
 // sink is the writer the child's stream goes through: observed first, then

@@ -5,13 +5,23 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 )
 
-// promptKind classifies the question a tool is waiting on.
+// Whether a tool waits for input is the kernel's word (waiting.go); the
+// text only says what kind of question it waits at, and so what guard may
+// answer.
+
+// promptKind classifies the question a tool is waiting at.
 type promptKind uint8
 
 const (
+	// noPrompt: the output does not end with an unfinished line.
 	noPrompt promptKind = iota
+	// otherPrompt: an unfinished line guard does not recognise ("Project
+	// name: "). Never answered.
+	otherPrompt
 	yesNoPrompt
 	passwordPrompt
 	inquirerPrompt
@@ -20,6 +30,10 @@ const (
 	// so it is never answered, only ended.
 	replPrompt
 )
+
+// recognised reports whether the text alone says the tool asks something:
+// what guard goes by where the kernel cannot say whether it waits.
+func (k promptKind) recognised() bool { return k > otherPrompt }
 
 // The patterns compile on first use, not at package init: a shim call that
 // execs its tool never watches for prompts and must not pay for them.
@@ -31,11 +45,11 @@ var (
 	// Inquirer, enquirer and prompts draw "? question › default" and redraw
 	// on every key, so a typed answer would not mean what it seems to.
 	inquirerRe = lazyRegexp(`^\s*\?\s+\S.*[›❯]`)
-	// Questions that take y (or yes) and a newline. Only at the end of the
-	// line: the tool printed the question and is waiting.
-	yesNoRe = lazyRegexp(`(?i)(\(y\)|\(y/n\)|\[y/n\]|\(yes/no[^)]*\)|\[yes/no\])\s*[:?]?\s*$`)
-	// "(yes/no)" questions (ssh host keys, terraform) reject a bare y.
-	yesWordRe = lazyRegexp(`(?i)[(\[]yes/no`)
+	// Questions that take y (or yes) and a newline, their choices in
+	// parentheses or brackets at the end of the line: "(y)", "[Y/n]",
+	// "(y/N)", "(yes/no/[fingerprint])". The groups are the yes and the no
+	// choice as written, which say the default.
+	yesNoRe = lazyRegexp(`(?i)(?:\(\s*(y|yes)\s*(?:/\s*(n|no)\b[^)]*)?\)|\[\s*(y|yes)\s*(?:/\s*(n|no)\b[^\]]*)?\])\s*[:?]?\s*$`)
 )
 
 func lazyRegexp(expr string) func() *regexp.Regexp {
@@ -43,7 +57,8 @@ func lazyRegexp(expr string) func() *regexp.Regexp {
 }
 
 // detectPrompt looks at the unfinished last line of tail, the end of the
-// output, and returns the prompt it shows, if any.
+// output, and returns it with the kind of question it is; "" and noPrompt
+// when the output ends with a finished line.
 func detectPrompt(tail []byte) (string, promptKind) {
 	line := promptLine(tail)
 	switch {
@@ -58,13 +73,48 @@ func detectPrompt(tail []byte) (string, promptKind) {
 	case line == ">" || line == ">>>":
 		return line, replPrompt
 	}
-	return "", noPrompt
+	return line, otherPrompt
+}
+
+// choices returns the yes and the no choice of a yes/no question as
+// written ("Y", "n"); no is "" when the only choice is yes ("(y)").
+func choices(prompt string) (yes, no string) {
+	m := yesNoRe().FindStringSubmatch(prompt)
+	if m == nil {
+		return "", ""
+	}
+	if m[1] != "" {
+		return m[1], m[2]
+	}
+	return m[3], m[4]
+}
+
+// yesIsDefault reports whether a yes/no question says its default is yes:
+// yes is the only choice ("(y)", npx's "Ok to proceed? (y)"), or the one
+// written in capitals ("[Y/n]"). "(y/N)" defaults to no and "(y/n)" says
+// nothing: neither is answered unless the manifest says prompts = "yes".
+func yesIsDefault(prompt string) bool {
+	yes, no := choices(prompt)
+	switch {
+	case yes == "":
+		return false
+	case no == "":
+		return true
+	}
+	return isUpper(yes) && !isUpper(no)
+}
+
+func isUpper(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsUpper(r)
 }
 
 // yesReply is the answer to a yes/no prompt; enter is what the Enter key sends
-// on the child's stdin ("\n" on a pipe, "\r" on a terminal).
+// on the child's stdin ("\n" on a pipe, "\r" on a terminal). A question
+// whose choices are words ("(yes/no)": ssh host keys, terraform) rejects a
+// bare y.
 func yesReply(prompt, enter string) string {
-	if yesWordRe().MatchString(prompt) {
+	if yes, _ := choices(prompt); len(yes) > 1 {
 		return "yes" + enter
 	}
 	return "y" + enter
@@ -88,7 +138,7 @@ func promptLine(tail []byte) string {
 
 // stripControl removes ANSI escape sequences (CSI, OSC, two-byte ESC x) and
 // control characters other than '\r' and '\t'. Invalid UTF-8 passes through
-// as is; the result is only matched, never written.
+// as is; the result is only matched and quoted, never written to the tool.
 func stripControl(p []byte) string {
 	var b strings.Builder
 	for i := 0; i < len(p); i++ {

@@ -30,19 +30,43 @@ func TestDetectPrompt(t *testing.T) {
 		{"llama says hi\n\n> ", ">", replPrompt},
 		{"\x1b[1m> \x1b[0m", ">", replPrompt},
 		{">>> ", ">>>", replPrompt},
-		// Not prompts.
+		// Unfinished lines guard does not recognise: questions only when
+		// the kernel says the tool reads its input.
+		{"Project name: ", "Project name:", otherPrompt},
+		{"a > b", "a > b", otherPrompt},
+		{"> quoted text", "> quoted text", otherPrompt},
+		{"loading model (y) weights", "loading model (y) weights", otherPrompt},
+		{"password reset done", "password reset done", otherPrompt},
+		{"build: 45%", "build: 45%", otherPrompt},
+		{"\xff\xfe(y", "\xff\xfe(y", otherPrompt},
+		// No unfinished line.
 		{"", "", noPrompt},
-		{"a > b", "", noPrompt},
-		{"> quoted text", "", noPrompt},
 		{"Ok to proceed? (y)\n", "", noPrompt}, // a finished line: the tool went on
-		{"loading model (y) weights", "", noPrompt},
-		{"password reset done", "", noPrompt},
-		{"build: 45%", "", noPrompt},
-		{"\xff\xfe(y", "", noPrompt},
+		{"\x1b[0m", "", noPrompt},
 	} {
 		text, kind := detectPrompt([]byte(tc.tail))
 		if text != tc.text || kind != tc.kind {
 			t.Errorf("detectPrompt(%q) = %q, %d; want %q, %d", tc.tail, text, kind, tc.text, tc.kind)
+		}
+	}
+}
+
+func TestYesIsDefault(t *testing.T) {
+	for prompt, want := range map[string]bool{
+		"Ok to proceed? (y)": true,
+		"Continue? [Y/n]":    true,
+		"Install? (Yes/no):": true,
+		"Run it? [y]":        true,
+		"Overwrite? [y/N]":   false,
+		"Remove it? (y/N)":   false,
+		"Proceed? (y/n)":     false,
+		"Proceed? (Y/N)":     false,
+		"Proceed (yes/no)?":  false,
+		"continue connecting (yes/no/[fingerprint])?": false,
+		"Project name:": false,
+	} {
+		if got := yesIsDefault(prompt); got != want {
+			t.Errorf("yesIsDefault(%q) = %v, want %v", prompt, got, want)
 		}
 	}
 }
@@ -64,7 +88,7 @@ func TestYesReply(t *testing.T) {
 }
 
 func TestAnswerSplitsLineOfPipe(t *testing.T) {
-	w := newWatcher(time.Time{}, false)
+	w := newWatcher(time.Time{}, Spec{})
 	w.observe(outStream, []byte("First? [y/N] "))
 	p, ok := w.prompt(time.Now(), 0)
 	if !ok || p.text != "First? [y/N]" {
@@ -81,7 +105,7 @@ func TestAnswerSplitsLineOfPipe(t *testing.T) {
 }
 
 func TestTailIsBounded(t *testing.T) {
-	w := newWatcher(time.Time{}, false)
+	w := newWatcher(time.Time{}, Spec{})
 	for range 100 {
 		w.observe(errStream, []byte(strings.Repeat("x", 100)))
 	}
@@ -97,6 +121,8 @@ func TestTailIsBounded(t *testing.T) {
 func FuzzDetectPrompt(f *testing.F) {
 	f.Add([]byte("\x1b]0;t\x07? q › \x1b[Kx\r(y/n) "))
 	f.Fuzz(func(t *testing.T, p []byte) {
-		detectPrompt(p) // must not panic on any input
+		text, _ := detectPrompt(p) // none of these may panic on any input
+		yesIsDefault(text)
+		yesReply(text, "\n")
 	})
 }

@@ -8,16 +8,20 @@ import (
 	"time"
 )
 
-// Policy says what the prompt watchdog does with a question the tool waits on.
+// Policy says what the prompt watchdog does when the tool waits for input
+// at a question.
 type Policy string
 
 const (
 	// PromptsOff does not watch for prompts.
 	PromptsOff Policy = ""
-	// PromptsAnswer answers yes/no questions with yes and kills the group on
-	// anything it must not answer (passwords, inquirer-style menus).
+	// PromptsAnswer answers yes to a yes/no question whose default is yes
+	// ("(Y/n)", "(y)") and ends the run at any other question.
 	PromptsAnswer Policy = "answer"
-	// PromptsKill kills the group on any prompt.
+	// PromptsYes answers yes to every yes/no question, whatever its
+	// default, and ends the run at any other question.
+	PromptsYes Policy = "yes"
+	// PromptsKill ends the run at any question.
 	PromptsKill Policy = "kill"
 )
 
@@ -38,7 +42,8 @@ const (
 	// StartFailed: the tool could not be started; Result.Err says why.
 	StartFailed
 	// Interrupted: guard got SIGINT, SIGTERM or SIGHUP (Result.Signal) and
-	// forwarded it to the group.
+	// forwarded it to the group; Result.Own says whether the tool then ended
+	// by itself.
 	Interrupted
 )
 
@@ -73,26 +78,41 @@ const (
 
 // Result is what happened in one run.
 type Result struct {
-	Outcome  Outcome
-	Code     int            // exit code when the tool exited (also kept when guard ended the run)
-	Signal   syscall.Signal // when Signaled or Interrupted
-	Stdout   []byte         // captured stdout (Spec.Capture), raw bytes
-	StdoutN  int64          // bytes the tool wrote to stdout (under a pty: to the terminal)
-	Prompt   string         // last prompt detected, answered or not
-	Answered []string       // prompts answered with yes, in order
+	Outcome Outcome
+	Code    int            // exit code when the tool exited (also kept when guard ended the run); see Own
+	Signal  syscall.Signal // Signaled: the signal the tool died of; Interrupted: the signal guard got
+	// Own, when Interrupted: the tool ended by itself after the forwarded
+	// signal (its trap ran and exited, or the signal killed it) rather than
+	// being killed by guard after the grace period. Code is then its status
+	// as a shell reports it: the exit code, or 128+N when it died of N.
+	Own      bool
+	Stdout   *Output  // captured stdout (Spec.Capture); close it when done
+	StdoutN  int64    // bytes the tool wrote to stdout when guard read it (Capture or a watchdog; under a pty: to the terminal); 0 when it wrote to guard's stdout itself
+	Prompt   string   // last prompt detected, answered or not
+	Answered []Answer // questions answered, in order
 	Elapsed  time.Duration
 	Pid      int   // the tool's pid, which is also its process group id; 0 if not started
 	Err      error // start error, or the context's error when it ended the run
 }
 
+// Answer is a question guard answered and what it typed (without Enter).
+type Answer struct{ Prompt, Reply string }
+
 // Status is the exit status a shim returns for this result (the README's
-// "Exit status of a shim call"): the tool's own code, 128+N for a signal, 124 when guard ended the run, 126 or
-// 127 when the tool could not be started.
+// "Exit status of a shim call"): the tool's own code, 128+N for a signal
+// the tool died of, the tool's own answer to a signal guard forwarded
+// (128+N only when guard had to kill it), 124 when guard ended the run, 126
+// or 127 when the tool could not be started.
 func (r Result) Status() int {
 	switch r.Outcome {
 	case Exited:
 		return r.Code
-	case Signaled, Interrupted:
+	case Interrupted:
+		if r.Own {
+			return r.Code
+		}
+		return 128 + int(r.Signal)
+	case Signaled:
 		return 128 + int(r.Signal)
 	case TimedOut, Stalled, PromptKilled:
 		return StatusTimeout

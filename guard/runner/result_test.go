@@ -18,6 +18,8 @@ func TestStatus(t *testing.T) {
 		{Result{Outcome: Signaled, Signal: syscall.SIGKILL}, 137},
 		{Result{Outcome: Interrupted, Signal: syscall.SIGTERM}, 143},
 		{Result{Outcome: Interrupted, Signal: syscall.SIGINT}, 130},
+		{Result{Outcome: Interrupted, Signal: syscall.SIGTERM, Own: true, Code: 7}, 7},
+		{Result{Outcome: Interrupted, Signal: syscall.SIGTERM, Own: true}, 0},
 		{Result{Outcome: TimedOut}, 124},
 		{Result{Outcome: Stalled}, 124},
 		{Result{Outcome: PromptKilled}, 124},

@@ -28,7 +28,7 @@ func TestExitCodePassesThrough(t *testing.T) {
 
 func TestExitZeroWithoutOutputIsExited(t *testing.T) {
 	r := run(t, context.Background(), Spec{Path: "/bin/true", Capture: true})
-	if r.Outcome != Exited || r.Status() != 0 || r.StdoutN != 0 || len(r.Stdout) != 0 {
+	if r.Outcome != Exited || r.Status() != 0 || r.StdoutN != 0 || r.Stdout.Len() != 0 {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -50,8 +50,8 @@ func TestArgsEnvDirStdoutStderr(t *testing.T) {
 		Dir: dir, Stdout: &out, Stderr: &errOut, Capture: true,
 	})
 	want := "arg1 v " + dir + "\n"
-	if r.Status() != 0 || out.String() != want || string(r.Stdout) != want || r.StdoutN != int64(len(want)) {
-		t.Fatalf("status %d stdout %q captured %q n %d, want %q", r.Status(), out.String(), r.Stdout, r.StdoutN, want)
+	if r.Status() != 0 || out.String() != want || captured(r) != want || r.StdoutN != int64(len(want)) {
+		t.Fatalf("status %d stdout %q captured %q n %d, want %q", r.Status(), out.String(), captured(r), r.StdoutN, want)
 	}
 	if errOut.String() != "oops\n" {
 		t.Fatalf("stderr %q", errOut.String())
@@ -63,8 +63,8 @@ func TestCaptureKeepsInvalidUTF8(t *testing.T) {
 	var out bytes.Buffer
 	r := run(t, context.Background(), Spec{Path: script, Stdout: &out, Capture: true})
 	want := []byte{0xff, 0xfe, 'a', 'b', 'c', 0x80, '\n'}
-	if !bytes.Equal(r.Stdout, want) || !bytes.Equal(out.Bytes(), want) {
-		t.Fatalf("captured %q, passed on %q, want %q", r.Stdout, out.Bytes(), want)
+	if captured(r) != string(want) || !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("captured %q, passed on %q, want %q", captured(r), out.Bytes(), want)
 	}
 }
 
@@ -156,8 +156,8 @@ func requireDead(t *testing.T, pid int) {
 func TestLeftoverHoldingPipeDoesNotHoldRun(t *testing.T) {
 	script := writeScript(t, "sleep 1000 & echo done")
 	r := run(t, context.Background(), Spec{Path: script, Capture: true})
-	if r.Outcome != Exited || r.Status() != 0 || string(r.Stdout) != "done\n" {
-		t.Fatalf("got %v status %d stdout %q", r.Outcome, r.Status(), r.Stdout)
+	if r.Outcome != Exited || r.Status() != 0 || captured(r) != "done\n" {
+		t.Fatalf("got %v status %d stdout %q", r.Outcome, r.Status(), captured(r))
 	}
 	if r.Elapsed > 20*time.Second {
 		t.Fatalf("run took %v", r.Elapsed)
@@ -181,14 +181,37 @@ func TestContextDeadlineEndsRun(t *testing.T) {
 }
 
 // guard receives SIGTERM while a tool runs: the tool gets it (its trap
-// runs) and guard exits 128+15 like a shell would report.
-func TestForwardsSIGTERM(t *testing.T) {
+// runs), and the call ends with the tool's own answer, as a direct call and
+// coreutils timeout do: the trap's exit status, or 128+N when the tool died
+// of the signal.
+func TestForwardedSignalKeepsToolsStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name, trap string
+		want       int
+	}{
+		{"trap exits 7", `trap 'echo term > "$1"; exit 7' TERM`, 7},
+		{"trap exits 0", `trap 'echo term > "$1"; exit 0' TERM`, 0},
+		{"dies of it", `trap 'echo term > "$1"; trap - TERM; kill -TERM $$' TERM`, 143},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if code := signalHelper(t, tc.trap, syscall.SIGTERM); code != tc.want {
+				t.Fatalf("helper exit %d, want %d", code, tc.want)
+			}
+		})
+	}
+}
+
+// signalHelper runs a helper guard supervising a script with trap, sends
+// guard sig once the script runs, and returns guard's exit status after
+// checking that the trap ran.
+func signalHelper(t *testing.T, trap string, sig syscall.Signal) int {
+	t.Helper()
 	dir := t.TempDir()
 	termFile, readyFile := filepath.Join(dir, "term"), filepath.Join(dir, "ready")
-	script := writeScript(t, `trap 'echo term > "`+termFile+`"; exit 0' TERM
-echo ready > "`+readyFile+`"
+	script := writeScript(t, trap+`
+echo ready > "$2"
 while :; do sleep 0.05; done`)
-	cmd := exec.Command(os.Args[0], script)
+	cmd := exec.Command(os.Args[0], termFile, readyFile, script)
 	cmd.Env = append(os.Environ(), helperEnv+"=run")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -200,7 +223,7 @@ while :; do sleep 0.05; done`)
 		_ = cmd.Wait()
 	})
 	waitFile(t, readyFile)
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -208,14 +231,16 @@ while :; do sleep 0.05; done`)
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
-		t.Fatal("helper did not exit after SIGTERM")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 143 {
-		t.Fatalf("helper exit %d, want 143", code)
+		t.Fatal("helper did not exit after the signal")
 	}
 	if got := waitFile(t, termFile); got != "term\n" {
 		t.Fatalf("trap wrote %q", got)
 	}
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }
 
 func TestExecReplacesProcess(t *testing.T) {
@@ -238,8 +263,8 @@ exit 7`)
 func TestStallEndsSilentTool(t *testing.T) {
 	script := writeScript(t, "echo hi; sleep 1000")
 	r := run(t, context.Background(), Spec{Path: script, Stall: 200 * time.Millisecond, Capture: true})
-	if r.Outcome != Stalled || r.Status() != 124 || string(r.Stdout) != "hi\n" {
-		t.Fatalf("got %v status %d stdout %q", r.Outcome, r.Status(), r.Stdout)
+	if r.Outcome != Stalled || r.Status() != 124 || captured(r) != "hi\n" {
+		t.Fatalf("got %v status %d stdout %q", r.Outcome, r.Status(), captured(r))
 	}
 	requireGroupGone(t, r.Pid)
 }
@@ -348,20 +373,125 @@ func promptSpec(script string, stdin *os.File, policy Policy) Spec {
 	}
 }
 
+// answeredPrompts lists the questions a run answered.
+func answeredPrompts(r Result) string {
+	var out []string
+	for _, a := range r.Answered {
+		out = append(out, a.Prompt+" -> "+a.Reply)
+	}
+	return strings.Join(out, "|")
+}
+
+// Under "answer" guard answers yes only where the question says yes is
+// the default; under "yes" it answers every yes/no question.
 func TestPromptAnswered(t *testing.T) {
-	for _, tc := range []struct{ prompt, want string }{
-		{"Ok to proceed? (y) ", "answer=y"},
-		{"Continue? [Y/n] ", "answer=y"},
-		{"Are you sure you want to continue connecting (yes/no/[fingerprint])? ", "answer=yes"},
+	for _, tc := range []struct {
+		policy       Policy
+		prompt, want string
+		reply        string
+	}{
+		{PromptsAnswer, "Ok to proceed? (y) ", "answer=y", "y"},
+		{PromptsAnswer, "Continue? [Y/n] ", "answer=y", "y"},
+		{PromptsAnswer, "Install? (Yes/no): ", "answer=yes", "yes"},
+		{PromptsYes, "Overwrite existing files? (y/N) ", "answer=y", "y"},
+		{PromptsYes, "Are you sure you want to continue connecting (yes/no/[fingerprint])? ", "answer=yes", "yes"},
 	} {
 		script := writeScript(t, `printf '`+tc.prompt+`'; read ans; echo "answer=$ans"`)
+		r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), tc.policy))
+		if r.Outcome != Exited || r.Status() != 0 || !strings.Contains(captured(r), tc.want+"\n") {
+			t.Fatalf("%q: got %v status %d stdout %q", tc.prompt, r.Outcome, r.Status(), captured(r))
+		}
+		if got, want := answeredPrompts(r), strings.TrimSpace(tc.prompt)+" -> "+tc.reply; got != want {
+			t.Fatalf("%q: answered %q, want %q", tc.prompt, got, want)
+		}
+	}
+}
+
+// A question whose default is no, or that names no default, is never
+// answered yes under "answer": the run ends and the question is quoted.
+func TestPromptWithoutYesDefaultNotAnswered(t *testing.T) {
+	for _, prompt := range []string{"Overwrite existing files? (y/N) ", "Proceed? (y/n) ", "Continue connecting (yes/no)? "} {
+		script := writeScript(t, `printf '`+prompt+`'; read ans; echo "answer=$ans"`)
 		r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsAnswer))
-		if r.Outcome != Exited || r.Status() != 0 || !strings.Contains(string(r.Stdout), tc.want+"\n") {
-			t.Fatalf("%q: got %v status %d stdout %q", tc.prompt, r.Outcome, r.Status(), r.Stdout)
+		if r.Outcome != PromptKilled || r.Status() != 124 || r.Prompt != strings.TrimSpace(prompt) || len(r.Answered) != 0 {
+			t.Fatalf("%q: got %v status %d prompt %q answered %q", prompt, r.Outcome, r.Status(), r.Prompt, answeredPrompts(r))
 		}
-		if len(r.Answered) != 1 || r.Answered[0] != strings.TrimSpace(tc.prompt) {
-			t.Fatalf("%q: answered %q", tc.prompt, r.Answered)
+		if strings.Contains(captured(r), "answer=") {
+			t.Fatalf("%q: the tool got an answer: %q", prompt, captured(r))
 		}
+		requireGroupGone(t, r.Pid)
+	}
+}
+
+// A question guard does not recognise, at which the tool reads its stdin,
+// ends the run at once: the kernel's word, no wording needed. Before, it
+// waited for the budget.
+func TestUnrecognisedQuestionEndsRun(t *testing.T) {
+	for _, policy := range []Policy{PromptsAnswer, PromptsKill} {
+		script := writeScript(t, `printf 'Creating a new app.\nProject name: '; read name; echo "named $name"`)
+		s := promptSpec(script, openStdin(t, ""), policy)
+		s.Budget = 20 * time.Second
+		r := run(t, context.Background(), s)
+		if r.Outcome != PromptKilled || r.Status() != 124 || r.Prompt != "Project name:" {
+			t.Fatalf("%s: got %v status %d prompt %q after %v", policy, r.Outcome, r.Status(), r.Prompt, r.Elapsed)
+		}
+		requireGroupGone(t, r.Pid)
+	}
+}
+
+// A tool that pauses after a line that looks like a question, but does not
+// read its input (llama.cpp generating a markdown quote "> ", then
+// thinking), is at work, not at a prompt: it is left alone.
+func TestQuietPromptLikeLineWithoutReadIsNotWaiting(t *testing.T) {
+	for _, line := range []string{"> ", "Overwrite? [y/N] ", "Project name: "} {
+		script := writeScript(t, `printf 'An answer:\n`+line+`'; sleep 1; echo 'quoted text, and more'`)
+		r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsKill))
+		if r.Outcome != Exited || r.Status() != 0 || !strings.HasSuffix(captured(r), "quoted text, and more\n") {
+			t.Fatalf("%q: got %v status %d prompt %q stdout %q", line, r.Outcome, r.Status(), r.Prompt, captured(r))
+		}
+	}
+}
+
+// A tool that reads its stdin with nothing shown (a filter waiting on a
+// slow pipe) is not at a question.
+func TestReadWithoutQuestionIsNotWaiting(t *testing.T) {
+	in, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		w.WriteString("late input\n")
+		w.Close()
+	}()
+	script := writeScript(t, `echo reading; read x; echo "got $x"`)
+	r := run(t, context.Background(), promptSpec(script, in, PromptsKill))
+	if r.Outcome != Exited || captured(r) != "reading\ngot late input\n" {
+		t.Fatalf("got %v prompt %q stdout %q", r.Outcome, r.Prompt, captured(r))
+	}
+}
+
+// A tool that asks the same question again right after guard's answer did
+// not take it: answering on would go on for good, so after a few tries the
+// run ends at the question.
+func TestQuestionAskedAgainAfterAnswerEndsRun(t *testing.T) {
+	script := writeScript(t, `while :; do printf 'Continue? (Y/n) '; read a; done`)
+	s := promptSpec(script, openStdin(t, ""), PromptsAnswer)
+	s.Budget = 20 * time.Second
+	r := run(t, context.Background(), s)
+	if r.Outcome != PromptKilled || r.Prompt != "Continue? (Y/n)" || len(r.Answered) != maxSameAnswers {
+		t.Fatalf("got %v prompt %q answered %d times (%v)", r.Outcome, r.Prompt, len(r.Answered), r.Elapsed)
+	}
+}
+
+// The same question asked again for each item, with work printed between,
+// is answered every time.
+func TestSameQuestionForEachItemAnswered(t *testing.T) {
+	script := writeScript(t, `for f in a b c d e; do echo "copying $f"; printf 'Overwrite? (Y/n) '; read x; done; echo done`)
+	r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsAnswer))
+	if r.Outcome != Exited || len(r.Answered) != 5 || !strings.HasSuffix(captured(r), "done\n") {
+		t.Fatalf("got %v prompt %q answered %d times", r.Outcome, r.Prompt, len(r.Answered))
 	}
 }
 
@@ -371,12 +501,12 @@ func TestPromptAnsweredOncePerAppearance(t *testing.T) {
 	// is a new appearance.
 	script := writeScript(t, `printf 'First? [y/N] '; sleep 0.6; read a
 printf 'Second? [y/N] '; read b; echo "$a$b"`)
-	r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsAnswer))
-	if r.Status() != 0 || !strings.HasSuffix(string(r.Stdout), "yy\n") {
-		t.Fatalf("got %v status %d stdout %q", r.Outcome, r.Status(), r.Stdout)
+	r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsYes))
+	if r.Status() != 0 || !strings.HasSuffix(captured(r), "yy\n") {
+		t.Fatalf("got %v status %d stdout %q", r.Outcome, r.Status(), captured(r))
 	}
-	if want := []string{"First? [y/N]", "Second? [y/N]"}; strings.Join(r.Answered, "|") != strings.Join(want, "|") {
-		t.Fatalf("answered %q, want %q", r.Answered, want)
+	if got, want := answeredPrompts(r), "First? [y/N] -> y|Second? [y/N] -> y"; got != want {
+		t.Fatalf("answered %q, want %q", got, want)
 	}
 }
 
@@ -392,8 +522,8 @@ func TestStdinCopiedUnderAnswerPolicy(t *testing.T) {
 	w.Close() // the end of guard's stdin must reach the child, or cat never ends
 	script := writeScript(t, `read x; echo "got $x"; cat`)
 	res := run(t, context.Background(), promptSpec(script, r, PromptsAnswer))
-	if res.Status() != 0 || string(res.Stdout) != "got hello\nworld\n" {
-		t.Fatalf("got %v status %d stdout %q", res.Outcome, res.Status(), res.Stdout)
+	if res.Status() != 0 || captured(res) != "got hello\nworld\n" {
+		t.Fatalf("got %v status %d stdout %q", res.Outcome, res.Status(), captured(res))
 	}
 }
 
@@ -401,10 +531,10 @@ func TestPasswordPromptKilled(t *testing.T) {
 	script := writeScript(t, `printf 'Password: '; read pw; echo leaked`)
 	r := run(t, context.Background(), promptSpec(script, openStdin(t, ""), PromptsAnswer))
 	if r.Outcome != PromptKilled || r.Status() != 124 || r.Prompt != "Password:" || len(r.Answered) != 0 {
-		t.Fatalf("got %v status %d prompt %q answered %q", r.Outcome, r.Status(), r.Prompt, r.Answered)
+		t.Fatalf("got %v status %d prompt %q answered %q", r.Outcome, r.Status(), r.Prompt, answeredPrompts(r))
 	}
-	if strings.Contains(string(r.Stdout), "leaked") {
-		t.Fatalf("a password prompt was answered: %q", r.Stdout)
+	if strings.Contains(captured(r), "leaked") {
+		t.Fatalf("a password prompt was answered: %q", captured(r))
 	}
 	requireGroupGone(t, r.Pid)
 }
@@ -435,8 +565,8 @@ echo err >&2`)
 		t.Fatalf("got %v status %d err %v", r.Outcome, r.Status(), r.Err)
 	}
 	// The terminal turns \n into \r\n, and stderr shares it.
-	if want := "tty\r\nerr\r\n"; string(r.Stdout) != want || out.String() != want || r.StdoutN != int64(len(want)) {
-		t.Fatalf("captured %q passed on %q, want %q", r.Stdout, out.String(), want)
+	if want := "tty\r\nerr\r\n"; captured(r) != want || out.String() != want || r.StdoutN != int64(len(want)) {
+		t.Fatalf("captured %q passed on %q, want %q", captured(r), out.String(), want)
 	}
 }
 
@@ -445,8 +575,8 @@ func TestPTYPromptAnswered(t *testing.T) {
 	s := promptSpec(script, nil, PromptsAnswer)
 	s.PTY = true
 	r := run(t, context.Background(), s)
-	if r.Status() != 0 || !strings.Contains(string(r.Stdout), "answer=y\r\n") || len(r.Answered) != 1 {
-		t.Fatalf("got %v status %d stdout %q answered %q", r.Outcome, r.Status(), r.Stdout, r.Answered)
+	if r.Status() != 0 || !strings.Contains(captured(r), "answer=y\r\n") || len(r.Answered) != 1 {
+		t.Fatalf("got %v status %d stdout %q answered %q", r.Outcome, r.Status(), captured(r), answeredPrompts(r))
 	}
 }
 

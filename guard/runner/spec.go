@@ -14,13 +14,22 @@ type Spec struct {
 	Dir   string   // "" inherits guard's
 	Stdin *os.File // usually os.Stdin; nil gives the child no input (end of file at once)
 	// Stdout is where the child's stdout goes live; nil keeps it only in
-	// Result.Stdout (with Capture) and counts it.
+	// Result.Stdout (with Capture) and counts it. When nothing needs to
+	// read the output (no Capture, no watchdog) and Stdout is an *os.File,
+	// the child writes to that file itself: a person at a terminal gets
+	// the terminal, and guard does no work per byte.
 	Stdout io.Writer
 	// Stderr is where the child's stderr goes (usually os.Stderr); nil drops
-	// it. It is observed for the watchdogs either way. Under a pty the child
-	// has one terminal for both, and all of it goes to Stdout.
-	Stderr  io.Writer
-	Capture bool // keep a copy of all stdout in Result.Stdout
+	// it. It is observed when a watchdog is on, and like Stdout handed to
+	// the child as it is otherwise. Under a pty the child has one terminal
+	// for both, and all of it goes to Stdout.
+	Stderr io.Writer
+	// Capture keeps a copy of stdout in Result.Stdout: the first
+	// CaptureMemory bytes in memory and, with SpillDir, the rest in a
+	// private temp file below SpillDir; without it only the first
+	// CaptureMemory bytes are kept (and all are counted).
+	Capture  bool
+	SpillDir string
 
 	// Budget ends the run like a timeout when it expires: SIGTERM to the
 	// group, SIGKILL after Grace. 0 is no budget.
@@ -31,13 +40,14 @@ type Spec struct {
 	// Grace is the time between SIGTERM and SIGKILL; 0 means DefaultGrace.
 	Grace time.Duration
 
-	// Prompts is the prompt watchdog's policy. PromptsAnswer gives the
-	// child a pipe (or the pty) that guard writes to, with Stdin copied
-	// into it; with a nil Stdin that input ends at once, so no answer can
-	// be given and a yes/no prompt is killed like any other.
+	// Prompts is the prompt watchdog's policy. PromptsAnswer and
+	// PromptsYes give the child a pipe (or the pty) that guard writes to,
+	// with Stdin copied into it; with a nil Stdin that input ends at once,
+	// so no answer can be given and every question ends the run.
 	Prompts Policy
-	// PromptQuiet is how long the output must be quiet before its last line
-	// is read as a prompt; 0 means DefaultPromptQuiet.
+	// PromptQuiet is how long the output must be quiet before guard asks
+	// the kernel whether the tool waits for input; 0 means
+	// DefaultPromptQuiet.
 	PromptQuiet time.Duration
 
 	// PTY runs the child under a pseudo-terminal, so that it still sees a
@@ -56,6 +66,9 @@ const (
 // process that left the group (setsid) may hold the pipe or the terminal
 // open forever, and it must not hold the call with it.
 const drainDelay = time.Second
+
+// watched reports whether a watchdog reads the output.
+func (s Spec) watched() bool { return s.Stall > 0 || s.Prompts != PromptsOff }
 
 func (s Spec) withDefaults() Spec {
 	if s.Grace <= 0 {

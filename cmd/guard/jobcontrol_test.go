@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// shellOnTerminal is an interactive bash, with job control, on a pty: a
+// person at a terminal, typing.
+type shellOnTerminal struct {
+	t      *testing.T
+	master *os.File
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	shown  bytes.Buffer
+	seen   int // how much of shown expect has consumed
+}
+
+func startShell(t *testing.T, env []string) *shellOnTerminal {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	master, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	_ = pty.Setsize(master, &pty.Winsize{Rows: 40, Cols: 200})
+	cmd := exec.Command(bash, "--norc", "--noprofile", "-i")
+	cmd.Env = append(env, "PS1=READY$ ", "TERM=dumb")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	sh := &shellOnTerminal{t: t, master: master, cmd: cmd}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			sh.mu.Lock()
+			sh.shown.Write(buf[:n])
+			sh.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		killSession(cmd.Process.Pid)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		master.Close()
+	})
+	sh.expect("READY$ ")
+	return sh
+}
+
+func (sh *shellOnTerminal) typ(s string) {
+	sh.t.Helper()
+	if _, err := sh.master.WriteString(s); err != nil {
+		sh.t.Fatal(err)
+	}
+}
+
+// expect waits for text to be shown after what earlier calls consumed.
+func (sh *shellOnTerminal) expect(text string) {
+	sh.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		sh.mu.Lock()
+		all := sh.shown.String()
+		sh.mu.Unlock()
+		if i := strings.Index(all[sh.seen:], text); i >= 0 {
+			sh.seen += i + len(text)
+			return
+		}
+		if time.Now().After(deadline) {
+			sh.t.Fatalf("the terminal never showed %q; it shows:\n%s", text, all)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Ctrl-Z at a terminal: the tool stops, guard stops with it, the shell
+// gets its prompt back and lists the job; fg gives the tool the terminal
+// again and it goes on where it stopped. Both ways guard runs a tool at a
+// terminal: with only a budget (the tool holds guard's terminal), and with
+// a watchdog (the tool on a pty, guard's terminal in raw mode).
+func TestCtrlZStopsWithTheShellsJob(t *testing.T) {
+	for _, tool := range []string{"timed", "watched"} {
+		t.Run(tool, func(t *testing.T) {
+			e := newFaultEnv(t, "[tools.timed]\ntimeout = \"60s\"\n\n[tools.watched]\ntimeout = \"60s\"\nstall = \"60s\"\n")
+			script := "echo started\nread line\necho \"got $line\"\nexit 3\n"
+			e.Tool("timed", script)
+			e.Tool("watched", script)
+			sh := startShell(t, e.Env)
+
+			sh.typ(tool + "\r")
+			sh.expect("started")
+			time.Sleep(200 * time.Millisecond) // the tool sits in its read
+			sh.typ("\x1a")                     // Ctrl-Z
+			sh.expect("Stopped")
+			sh.expect("READY$ ")
+
+			sh.typ("jobs\r")
+			sh.expect("Stopped")
+			sh.expect("READY$ ")
+
+			sh.typ("fg\r")
+			sh.expect(tool)
+			sh.typ("hello\r")
+			sh.expect("got hello")
+			sh.expect("READY$ ")
+			sh.typ("echo status=$?\r")
+			sh.expect("status=3")
+			sh.typ("exit\r")
+		})
+	}
+}
+
+// The time a tool spends stopped at a person's Ctrl-Z is not time it
+// worked: its budget goes on where it stopped.
+func TestCtrlZPausesTheBudget(t *testing.T) {
+	e := newFaultEnv(t, "[tools.timed]\ntimeout = \"1s\"\n")
+	e.Tool("timed", "echo started\nread line\necho \"got $line\"\n")
+	sh := startShell(t, e.Env)
+	sh.typ("timed\r")
+	sh.expect("started")
+	sh.typ("\x1a")
+	sh.expect("Stopped")
+	sh.expect("READY$ ")
+	time.Sleep(1500 * time.Millisecond) // more than the whole budget
+	sh.typ("fg\r")
+	sh.expect("timed")
+	sh.typ("hello\r")
+	sh.expect("got hello")
+	sh.expect("READY$ ")
+	sh.typ("echo status=$?\r")
+	sh.expect("status=0")
+}

@@ -1,0 +1,99 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A captured answer past CaptureMemory waits in an anonymous temp file,
+// not in memory, and comes back whole, in order.
+func TestCaptureSpillsPastMemory(t *testing.T) {
+	spill := t.TempDir()
+	// Twice CaptureMemory of numbered lines, so order and completeness show.
+	script := writeScript(t, `i=0; while [ $i -lt 150000 ]; do i=$((i+1)); echo "line $i of a long answer, padded out to be long enough"; done`)
+	r := run(t, context.Background(), Spec{Path: script, Capture: true, SpillDir: spill})
+	defer r.Stdout.Close()
+	if r.Outcome != Exited || r.Status() != 0 {
+		t.Fatalf("got %v status %d", r.Outcome, r.Status())
+	}
+	if r.StdoutN < 2*CaptureMemory || r.Stdout.Len() != r.StdoutN {
+		t.Fatalf("printed %d bytes, captured %d", r.StdoutN, r.Stdout.Len())
+	}
+	if len(r.Stdout.mem) > CaptureMemory || r.Stdout.file == nil || len(r.Stdout.tail) != 0 {
+		t.Fatalf("in memory %d bytes, file %v, tail %d", len(r.Stdout.mem), r.Stdout.file, len(r.Stdout.tail))
+	}
+	if _, whole := r.Stdout.Bytes(); whole {
+		t.Fatal("Bytes says a spilled output is whole in memory")
+	}
+	left, err := os.ReadDir(spill)
+	if err != nil || len(left) != 0 {
+		t.Fatalf("the spill folder holds %v (%v): the file must have no name", left, err)
+	}
+	var got bytes.Buffer
+	if _, err := r.Stdout.WriteTo(&got); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(got.String(), "\n"), "\n")
+	if int64(got.Len()) != r.StdoutN || len(lines) != 150000 || lines[0] != "line 1 of a long answer, padded out to be long enough" ||
+		lines[149999] != "line 150000 of a long answer, padded out to be long enough" {
+		t.Fatalf("replayed %d bytes, %d lines, want %d bytes", got.Len(), len(lines), r.StdoutN)
+	}
+	// The file can be replayed again (a second writer).
+	got.Reset()
+	if n, err := r.Stdout.WriteTo(&got); err != nil || n != r.StdoutN {
+		t.Fatalf("second replay: %d bytes, %v", n, err)
+	}
+}
+
+// Without a spill folder only the start is kept (a live answer whose copy
+// is for the cache), and replaying it says so.
+func TestCaptureWithoutSpillKeepsTheStart(t *testing.T) {
+	o := newOutput("")
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	for range 5 {
+		o.Write(chunk)
+	}
+	if o.Len() != 5<<20 || len(o.mem) != CaptureMemory {
+		t.Fatalf("len %d, in memory %d", o.Len(), len(o.mem))
+	}
+	if _, err := o.WriteTo(&bytes.Buffer{}); err != errDropped {
+		t.Fatalf("WriteTo = %v, want errDropped", err)
+	}
+}
+
+// A spill folder guard cannot write keeps the output in memory: an answer
+// is never lost.
+func TestCaptureSpillFailureKeepsMemory(t *testing.T) {
+	dir := t.TempDir()
+	blocked := filepath.Join(dir, "file")
+	if err := os.WriteFile(blocked, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := newOutput(filepath.Join(blocked, "spill")) // a folder below a file
+	want := bytes.Repeat([]byte("0123456789"), CaptureMemory/10+1000)
+	o.Write(want[:CaptureMemory-5])
+	o.Write(want[CaptureMemory-5:])
+	var got bytes.Buffer
+	if _, err := o.WriteTo(&got); err != nil || !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("replayed %d bytes (%v), want %d", got.Len(), err, len(want))
+	}
+}
+
+func TestOutputNilAndFixed(t *testing.T) {
+	var o *Output
+	if o.Len() != 0 || o.Close() != nil {
+		t.Fatal("nil Output is not empty")
+	}
+	if b, whole := o.Bytes(); len(b) != 0 || !whole {
+		t.Fatal("nil Output has bytes")
+	}
+	f := NewOutput([]byte("answer\n"))
+	var got bytes.Buffer
+	if n, err := f.WriteTo(&got); err != nil || n != 7 || got.String() != "answer\n" {
+		t.Fatalf("NewOutput replays %q (%d, %v)", got.String(), n, err)
+	}
+}
