@@ -40,6 +40,10 @@ func (l Layout) Builds() string { return filepath.Join(l.Dir, "builds") }
 // so a call can rebuild a shim folder a sandbox evicted whole.
 func (l Layout) Installed() string { return filepath.Join(l.Dir, "installed") }
 
+// HealLog is the per-user heal log, used when the shared default
+// (/tmp/selfheal.log) belongs to another user.
+func (l Layout) HealLog() string { return filepath.Join(l.Dir, "selfheal.log") }
+
 // DecodedManifest is the manifest decoded once and kept as JSON, so a shim
 // call does not decode TOML.
 func (l Layout) DecodedManifest() string { return filepath.Join(l.Dir, "manifest.json") }
