@@ -6,8 +6,9 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"os"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // Read returns the last n events (oldest first) from path and its rotated
@@ -30,7 +31,7 @@ func Read(path string, n int, since time.Time) ([]Record, error) {
 }
 
 func readFile(path string, since time.Time) ([]Record, error) {
-	f, err := os.Open(path)
+	f, err := state.OpenRegular(path, true) // a FIFO planted at the log's path must not hold guard status
 	if err != nil {
 		return nil, err
 	}
