@@ -36,7 +36,9 @@ type binaryHealer interface {
 
 // New returns the engine for c; Close flushes its log.
 func New(c *Config) *Engine {
-	e := &Engine{c: c, log: heallog.New(c.LogPath, c.Stderr), exec: runner.Exec, run: runner.Run}
+	log := heallog.New(c.LogPath, c.Stderr)
+	log.Fallback = c.LogFallback
+	e := &Engine{c: c, log: log, exec: runner.Exec, run: runner.Run}
 	e.binaries = e.builder()
 	return e
 }
@@ -46,6 +48,10 @@ func (e *Engine) Config() *Config { return e.c }
 
 // Close flushes the heal log.
 func (e *Engine) Close() { e.log.Close() }
+
+// LogPath is the heal log events go to: the configured one, or the per-user
+// fallback when the shared default belongs to another user.
+func (e *Engine) LogPath() string { return heallog.Where(e.c.LogPath, e.c.LogFallback) }
 
 // Event logs one heal event; the log file is opened on the first one.
 func (e *Engine) Event(ev heallog.Event) { e.log.Write(ev) }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
@@ -92,25 +91,7 @@ func (e *Engine) report(name string, attempt int, res runner.Result, spec runner
 // childEnv is guard's environment plus the tool's forced variables and one
 // more level of shim depth.
 func (e *Engine) childEnv(tool *manifest.Tool) []string {
-	env := e.c.Env
-	for k, v := range tool.Env {
-		env = setEnv(env, k, v)
-	}
-	return setEnv(env, depthVar, strconv.Itoa(e.c.Depth+1))
-}
-
-// setEnv sets key in env, dropping earlier entries: with a duplicate, a Go
-// child (the next guard of a shim loop) reads the first one, so an
-// appended GUARD_DEPTH never grew and the loop never ended. env itself is
-// left as it is.
-func setEnv(env []string, key, value string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); k != key {
-			out = append(out, kv)
-		}
-	}
-	return append(out, key+"="+value)
+	return toolEnv(e.c.Env, tool, e.c.Depth)
 }
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s" }

@@ -32,9 +32,11 @@ func Status(e *guard.Engine, out io.Writer, o StatusOptions) (bool, error) {
 	c := e.Config()
 	r := gather(e)
 	if o.Events > 0 {
-		events, err := heallog.Read(c.LogPath, o.Events, o.Since)
+		events, err := heallog.Read(r.LogPath, o.Events, o.Since)
 		if err != nil {
-			return false, fmt.Errorf("read heal log: %w", err)
+			// A log that is not a file (a FIFO someone planted) must not
+			// hide the rest of the report.
+			e.Say("cannot read the heal log: %v", err)
 		}
 		r.Events = append(r.Events, events...)
 	}
@@ -80,7 +82,7 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 func gather(e *guard.Engine) *Report {
 	c := e.Config()
 	r := &Report{
-		Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c), LogPath: c.LogPath, Healthy: true,
+		Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c), LogPath: e.LogPath(), Healthy: true,
 		Shims: []ShimState{}, Tools: []ToolState{}, Builds: []BuildState{}, Packages: []PackageState{},
 		Models: []ModelState{}, Auth: []AuthState{}, Events: []heallog.Record{},
 	}
