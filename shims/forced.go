@@ -23,5 +23,8 @@ func Forced(name string, args, forced []string, stdinTTY bool) []string {
 		out, _ := nonInteractive(ForceArgs(args, forced), call, stdinTTY)
 		return out
 	}
+	if len(forced) == 0 {
+		return args // the healthy exec path: nothing to copy
+	}
 	return ForceArgs(args, forced)
 }
