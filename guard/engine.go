@@ -61,6 +61,14 @@ func (e *Engine) Say(format string, a ...any) {
 	Tell(e.c.Stderr, fmt.Sprintf(format, a...))
 }
 
+// debug prints one decision of the call on stderr when GUARD_DEBUG=1 or
+// --verbose asked for them; otherwise it costs one test.
+func (e *Engine) debug(format string, a ...any) {
+	if e.c.Debug {
+		Tell(e.c.Stderr, "debug: "+fmt.Sprintf(format, a...))
+	}
+}
+
 // Tell writes msg for a person on w with every line starting "guard: ",
 // so a hint on a line of its own still reads as guard's.
 func Tell(w io.Writer, msg string) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sandbox-guard/guard/guard/models"
 )
@@ -21,6 +23,18 @@ func (e *Engine) Models() *models.Healer {
 		Token:         e.c.HFToken,
 		ProgressEvery: e.c.ProgressEvery,
 	}
+}
+
+// stateFault reports whether err is guard's own state folder failing (a
+// lock or a stamp it cannot write), not the thing being healed: then the
+// call goes on without the heal (README: "When guard cannot work").
+func (e *Engine) stateFault(err error) bool {
+	var pe *fs.PathError
+	if e.c.StateDir == "" || !errors.As(err, &pe) {
+		return false
+	}
+	rel, rerr := filepath.Rel(e.c.StateDir, pe.Path)
+	return rerr == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // ensureModel makes the model file at path good before a llama call loads
