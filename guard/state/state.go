@@ -44,6 +44,10 @@ func (l Layout) Installed() string { return filepath.Join(l.Dir, "installed") }
 // (/tmp/selfheal.log) belongs to another user.
 func (l Layout) HealLog() string { return filepath.Join(l.Dir, "selfheal.log") }
 
+// Speeds holds the speeds each model generated at on this machine, from
+// which llama budgets are learned.
+func (l Layout) Speeds() string { return filepath.Join(l.Dir, "speeds.json") }
+
 // DecodedManifest is the manifest decoded once and kept as JSON, so a shim
 // call does not decode TOML.
 func (l Layout) DecodedManifest() string { return filepath.Join(l.Dir, "manifest.json") }
