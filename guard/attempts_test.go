@@ -2,6 +2,8 @@ package guard
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -258,5 +260,55 @@ func TestModelHealFailsOpenWhenTheStateFolderFails(t *testing.T) {
 	args = []string{"-m", b.model("fast.gguf"), "-p", "hi"}
 	if got := b.e.call(context.Background(), "llama-completion", args); got != 127 || len(b.specs) != 0 {
 		t.Errorf("unhealable model: status %d, %d runs", got, len(b.specs))
+	}
+}
+
+// perfLine is llama.cpp's own speed line for tps tokens per second.
+func perfLine(tps float64) string {
+	return fmt.Sprintf("llama_perf_context_print:        eval time =    %.2f ms /    50 runs   (   %.2f ms per token,    %.2f tokens per second)\n", 50/tps*1000, 1000/tps, tps)
+}
+
+// Budgets follow the speed measured on this machine: after three calls at
+// 100 tokens/s a model declared at 4 gets a budget from 50 (the low
+// percentile, halved), and the change is logged once.
+func TestLlamaLearnsTheMachinesSpeed(t *testing.T) {
+	b := llamaBed(t, "GUARD_CACHE=off")
+	b.onRun = func(s runner.Spec) runner.Result {
+		io.WriteString(s.Stderr, "llama_perf_context_print: prompt eval time =      40.00 ms /     4 tokens (   10.00 ms per token,   100.00 tokens per second)\n")
+		io.WriteString(s.Stderr, perfLine(100))
+		return answer("ok\n")
+	}
+	args := []string{"-m", b.model("fast.gguf"), "-p", "hi", "-n", "40"}
+	for range 4 {
+		if got := b.e.call(context.Background(), "llama-completion", args); got != 0 {
+			t.Fatalf("status %d; stderr %s", got, b.stderr.String())
+		}
+	}
+	var budgets []time.Duration
+	for _, s := range b.specs {
+		budgets = append(budgets, s.Budget)
+	}
+	// 10 s + 40 tokens at the declared 4/s, then at the learned 50/s.
+	want := []time.Duration{20 * time.Second, 20 * time.Second, 20 * time.Second, 10800 * time.Millisecond}
+	if !slices.Equal(budgets, want) {
+		t.Errorf("budgets %v, want %v", budgets, want)
+	}
+	if low, n := b.e.Speeds().Measured("fast.gguf"); n != 4 || low < 99.9 || low > 100.1 {
+		t.Errorf("measured %v over %d calls", low, n)
+	}
+	var learned []map[string]any
+	for _, ev := range b.events() {
+		if ev["event"] == "budget.learned" {
+			learned = append(learned, ev)
+		}
+	}
+	if len(learned) != 1 || !strings.Contains(learned[0]["reason"].(string), "fast.gguf: budgets use 50.0 tokens/s instead of 4.0") {
+		t.Errorf("budget.learned events %v", learned)
+	}
+	// GUARD_TIMEOUT is the person's choice: no measured speed replaces it.
+	b.e.c.Timeout = 7 * time.Second
+	b.e.call(context.Background(), "llama-completion", args)
+	if got := b.specs[len(b.specs)-1].Budget; got != 7*time.Second {
+		t.Errorf("with GUARD_TIMEOUT: budget %v", got)
 	}
 }

@@ -3,6 +3,8 @@ package guard
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sandbox-guard/guard/manifest"
@@ -51,4 +53,22 @@ func (b budget) during(ctx context.Context, err error) error {
 		return err
 	}
 	return &timedOutError{err: err, limit: secs(b.d) + " (" + b.source + ")"}
+}
+
+// debugPlan prints a call's planned attempts (GUARD_DEBUG=1, --verbose).
+func (e *Engine) debugPlan(name string, attempts []shims.Attempt) {
+	if !e.c.Debug {
+		return
+	}
+	for i, a := range attempts {
+		e.debug("%s: plan %d: %s %s, budget %s: %s", name, i+1, describe(a), a.Trigger, secs(a.Budget), strings.Join(a.Args, " "))
+	}
+}
+
+// describe names an attempt for the log: its tool, and its model if any.
+func describe(a shims.Attempt) string {
+	if a.Model == "" {
+		return a.Tool
+	}
+	return a.Tool + " " + filepath.Base(a.Model)
 }

@@ -19,7 +19,9 @@ func (e *Engine) call(ctx context.Context, name string, args []string) int {
 	tool := e.c.tool(name)
 	switch {
 	case isLlama(name):
-		e.debug("%s: llama policy (model heal, plan, budgets, cache)", name)
+		if e.c.Debug {
+			e.debug("%s: llama policy: model heal, plan, budgets, prompt cache", name)
+		}
 		return e.llama(ctx, tool, args) // resolves and heals per attempt, with fallbacks
 	case len(tool.Fallback) > 0:
 		e.debug("%s: fallback chain %v", name, tool.Fallback)
@@ -42,5 +44,6 @@ func (e *Engine) chain(ctx context.Context, tool *manifest.Tool, args []string) 
 	ctx, cancel := context.WithTimeout(ctx, b.d)
 	defer cancel()
 	attempts := shims.PlanFallbacks(steps, args, e.c.Timeout, b.d)
+	e.debugPlan(tool.Name, attempts)
 	return e.runAttempts(ctx, b, tool.Name, attempts, nil, &LlamaIO{W: e.c.Stdout})
 }

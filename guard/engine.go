@@ -62,7 +62,8 @@ func (e *Engine) Say(format string, a ...any) {
 }
 
 // debug prints one decision of the call on stderr when GUARD_DEBUG=1 or
-// --verbose asked for them; otherwise it costs one test.
+// --verbose asked for them. On the healthy path callers test e.c.Debug
+// first, so that not even the arguments are made.
 func (e *Engine) debug(format string, a ...any) {
 	if e.c.Debug {
 		Tell(e.c.Stderr, "debug: "+fmt.Sprintf(format, a...))

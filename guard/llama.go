@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/runner"
+	"github.com/sandbox-guard/guard/guard/speed"
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/shims"
@@ -104,6 +105,7 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 	if err != nil {
 		return e.direct(ctx, tool, args, o, true)
 	}
+	e.debugPlan(tool.Name, attempts)
 	var pc *promptCache
 	if !in.PromptFileUnread {
 		pc = e.promptCache(tool, in.PromptFileText)
@@ -234,14 +236,6 @@ func emptyAnswer(a shims.Attempt, res runner.Result) bool {
 	return a.Tool == shims.LlamaCompletion && res.Outcome == runner.Exited && res.Code == 0 && res.StdoutN == 0
 }
 
-// describe names an attempt for the log: its tool, and its model if any.
-func describe(a shims.Attempt) string {
-	if a.Model == "" {
-		return a.Tool
-	}
-	return a.Tool + " " + filepath.Base(a.Model)
-}
-
 // withModel names an attempt for a person: "llama-simple with q3.gguf".
 func withModel(a shims.Attempt) string {
 	if a.Model == "" {
@@ -258,15 +252,6 @@ func attemptLine(n int, a shims.Attempt, why string, res runner.Result) string {
 		model = " model " + filepath.Base(a.Model)
 	}
 	return fmt.Sprintf("attempt %d: %s%s: %s after %s", n, a.Tool, model, why, secs(res.Elapsed))
-}
-
-// attemptBudget is how long attempt a may run: its planned budget, or one
-// made from the speed measured on this machine. The call's budget still
-// ends it sooner when less is left (ctx).
-func (e *Engine) attemptBudget(ctx context.Context, a shims.Attempt) time.Duration {
-	d := a.Budget
-	e.debug("%s: attempt budget %s", describe(a), secs(d))
-	return d
 }
 
 // attempt runs one planned attempt for at most bud and says why it failed
@@ -300,25 +285,41 @@ func (e *Engine) attempt(ctx context.Context, b budget, name string, n int, a sh
 	spec.Capture = true
 	spec.Budget = bud
 	spec.Stdout = live
+	var tail *speed.Tail
+	if isLlama(a.Tool) {
+		tail = &speed.Tail{W: spec.Stderr} // llama.cpp's measured speed, read as it streams past
+		spec.Stderr = tail
+	}
 	res := e.run(ctx, spec)
 	e.report(name, n, res, spec)
+	why := verdict(a, res, bud)
+	if tail != nil && why == "" {
+		if tps, ok := tail.Rate(); ok {
+			e.learn(name, a, tps)
+		}
+	}
+	return res, why
+}
+
+// verdict says why an attempt's run failed, "" when it answered.
+func verdict(a shims.Attempt, res runner.Result, bud time.Duration) string {
 	switch {
 	case isLlama(a.Tool) && res.Outcome == runner.Exited && res.Code == 0 && res.StdoutN == 0:
-		return res, "exit 0 with nothing on stdout"
+		return "exit 0 with nothing on stdout"
 	case res.Outcome == runner.Exited && res.Code == 0:
-		return res, ""
+		return ""
 	case res.Outcome == runner.Exited:
-		return res, "exit " + strconv.Itoa(res.Code)
+		return "exit " + strconv.Itoa(res.Code)
 	case res.Outcome == runner.TimedOut:
-		return res, "timeout (budget " + secs(bud) + ")"
+		return "timeout (budget " + secs(bud) + ")"
 	case res.Outcome == runner.Stalled:
-		return res, "stalled"
+		return "stalled"
 	case res.Outcome == runner.PromptKilled:
-		return res, "waited at a prompt " + strconv.Quote(res.Prompt)
+		return "waited at a prompt " + strconv.Quote(res.Prompt)
 	case res.Outcome == runner.Signaled, res.Outcome == runner.Interrupted:
-		return res, "killed by signal " + strconv.Itoa(int(res.Signal))
+		return "killed by signal " + strconv.Itoa(int(res.Signal))
 	}
-	return res, res.Outcome.String()
+	return res.Outcome.String()
 }
 
 // direct runs the tool with no plan: resolve, heal, run. With watch, the

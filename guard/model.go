@@ -43,6 +43,7 @@ func (e *Engine) stateFault(err error) bool {
 func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool) error {
 	m := e.c.M.ModelByFile(filepath.Base(path))
 	if m == nil {
+		e.debug("model %s: not in the manifest: header check only", path)
 		if err := models.CheckUnknown(path); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return &healError{fmt.Errorf("model %s is missing and the manifest does not know it; add a [[models]] entry with file = %q, size and urls to %s so guard can fetch it", path, filepath.Base(path), e.c.ManifestPath)}
@@ -51,9 +52,14 @@ func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool)
 		}
 		return nil
 	}
-	if e.Models().Check(m, path).Healthy() {
+	st := e.Models().Check(m, path)
+	if st.Healthy() {
+		if e.c.Debug {
+			e.debug("model %s: %s", path, st)
+		}
 		return nil // the fast path: no signal handler, no goroutine
 	}
+	e.debug("model %s: %s; healing", path, st)
 	err := underSignals(ctx, func(ctx context.Context) error {
 		return e.Models().Ensure(ctx, tool, m, path, force)
 	})

@@ -21,6 +21,9 @@ func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, 
 	env := e.childEnv(tool)
 	budget := cmp.Or(e.c.Timeout, tool.Timeout.D())
 	if !watch || (budget == 0 && tool.Stall == 0 && tool.Prompts == "") {
+		if e.c.Debug {
+			e.debug("%s: exec %s (nothing to watch)", tool.Name, real)
+		}
 		if err := e.exec(real, argv, env); err != nil {
 			return e.fail(tool.Name, &execError{err})
 		}
@@ -29,6 +32,7 @@ func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, 
 	spec := e.spec(tool, real, argv, env)
 	spec.Budget = budget
 	spec.Stdout = out
+	e.debug("%s: supervise %s: budget %v, stall %v, prompts %q, pty %v", tool.Name, real, spec.Budget, spec.Stall, spec.Prompts, spec.PTY)
 	res := e.run(ctx, spec)
 	e.report(tool.Name, 1, res, spec)
 	return res.Status()

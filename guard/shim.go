@@ -22,6 +22,9 @@ func shim(w World, name string, args []string, exec execFunc) int {
 	e := New(c)
 	defer e.Close()
 	e.exec = exec
+	if c.Debug {
+		e.debug("manifest %s; state %s; depth %d", c.M.Source, c.StateDir, c.Depth)
+	}
 	e.Repair()
 	return e.call(context.Background(), name, args)
 }

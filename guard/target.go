@@ -43,12 +43,16 @@ func (e *Engine) HealTool(ctx context.Context, tool *manifest.Tool) (string, err
 func (e *Engine) target(ctx context.Context, tool *manifest.Tool) (string, error) {
 	h := e.ToolHealth(tool)
 	if h.OK() {
+		if e.c.Debug {
+			e.debug("%s: resolved to %s; binary ok", tool.Name, h.Path)
+		}
 		return h.Path, nil
 	}
 	why := h.Err
 	if why == nil {
 		why = errors.New(h.Path + ": " + h.Broken)
 	}
+	e.debug("%s: %v; healing (build %q, package %q)", tool.Name, why, tool.Build, tool.Package)
 	if err := e.healBinary(ctx, tool, why); err != nil {
 		return "", &healError{err}
 	}

@@ -52,6 +52,9 @@ func newApp(w guard.World) *cli.App {
 			installCommand, uninstallCommand, statusCommand, healCommand, execCommand,
 			askCommand, cacheCommand, manifestCommand, completionCommand,
 		},
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "verbose", Usage: "print each decision of a call on stderr (as GUARD_DEBUG=1 does for shims): guard --verbose exec NAME -- ARGS"},
+		},
 		OnUsageError: usageError("guard"),
 		Action:       rootAction,
 	}
@@ -113,8 +116,13 @@ func versionString() string {
 	return fmt.Sprintf("%s (commit %s, %s)", version, commit, runtime.Version())
 }
 
-// worldOf is the World the app was started in.
-func worldOf(ctx *cli.Context) guard.World { return ctx.App.Metadata[worldKey].(guard.World) }
+// worldOf is the World the app was started in, verbose when the global
+// --verbose flag was given.
+func worldOf(ctx *cli.Context) guard.World {
+	w := ctx.App.Metadata[worldKey].(guard.World)
+	w.Verbose = ctx.Bool("verbose")
+	return w
+}
 
 // engine loads the configuration for a command and starts the engine on
 // it; with repair it also mends the shim folder, as every guard invocation

@@ -71,6 +71,11 @@ type ModelState struct {
 	State      string    `json:"state"`
 	RetryAfter time.Time `json:"retry_after,omitzero"` // a failed heal is not tried again before this
 	Reason     string    `json:"reason,omitempty"`
+	// Speeds in tokens per second: the manifest's (the prior of every
+	// budget) and the low percentile of the last calls on this machine.
+	DeclaredTPS  float64 `json:"declared_tps,omitempty"`
+	MeasuredTPS  float64 `json:"measured_tps,omitempty"`
+	SpeedSamples int     `json:"speed_samples,omitempty"`
 }
 
 // AuthState says whether a credential file is there; missing never blocks a call.

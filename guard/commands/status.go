@@ -160,6 +160,8 @@ func modelState(e *guard.Engine, m *manifest.Model) ModelState {
 	if until, reason, ok := healer.LastFailure(path); ok {
 		st.RetryAfter, st.Reason = until, reason
 	}
+	st.DeclaredTPS = m.Budget.TokensPerSecond
+	st.MeasuredTPS, st.SpeedSamples = e.Speeds().Measured(m.File)
 	return st
 }
 

@@ -54,14 +54,17 @@ type documentedReport struct {
 		Present bool   `json:"present"`
 	} `json:"packages"`
 	Models []struct {
-		File       string    `json:"file"`
-		Path       string    `json:"path"`
-		Role       string    `json:"role"`
-		Size       int64     `json:"size"`
-		OnDisk     int64     `json:"on_disk"`
-		State      string    `json:"state"`
-		RetryAfter time.Time `json:"retry_after"`
-		Reason     string    `json:"reason"`
+		File         string    `json:"file"`
+		Path         string    `json:"path"`
+		Role         string    `json:"role"`
+		Size         int64     `json:"size"`
+		OnDisk       int64     `json:"on_disk"`
+		State        string    `json:"state"`
+		RetryAfter   time.Time `json:"retry_after"`
+		Reason       string    `json:"reason"`
+		DeclaredTPS  float64   `json:"declared_tps"`
+		MeasuredTPS  float64   `json:"measured_tps"`
+		SpeedSamples int       `json:"speed_samples"`
 	} `json:"models"`
 	Auth []struct {
 		Name  string `json:"name"`
