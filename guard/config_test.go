@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
+	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/runner"
 )
 
@@ -200,5 +201,32 @@ func TestRecoverTurnsAPanicInto125(t *testing.T) {
 	data, err := os.ReadFile(log)
 	if err != nil || !strings.Contains(string(data), `"reason":"panic: boom"`) {
 		t.Errorf("log %q, %v", data, err)
+	}
+}
+
+// Only the shared default log gives way to the per-user one: a log the
+// person chose (GUARD_LOG, a manifest's own) is theirs to fix.
+func TestLogFallbackOnlyForTheSharedDefault(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	w := World{Env: []string{"HOME=" + dir, "GUARD_STATE_DIR=" + state}}
+	c, err := LoadConfig(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LogPath != "/tmp/selfheal.log" || c.LogFallback != filepath.Join(state, "selfheal.log") {
+		t.Errorf("default: log %q, fallback %q", c.LogPath, c.LogFallback)
+	}
+	if got := New(c).LogPath(); got != heallog.Where(c.LogPath, c.LogFallback) {
+		t.Errorf("LogPath %q", got)
+	}
+	w.Env = append(w.Env, "GUARD_LOG="+filepath.Join(dir, "mine.log"))
+	if c, _ := LoadConfig(w); c.LogFallback != "" {
+		t.Errorf("GUARD_LOG set: fallback %q", c.LogFallback)
+	}
+	mf := filepath.Join(dir, "m.toml")
+	guardtest.WriteFile(t, mf, "log = \"~/own.log\"\n", 0o644)
+	if c, _ := LoadConfig(World{Env: []string{"HOME=" + dir, "GUARD_MANIFEST=" + mf}}); c.LogFallback != "" {
+		t.Errorf("the manifest's own log: fallback %q", c.LogFallback)
 	}
 }
