@@ -39,19 +39,6 @@ func (b *testBed) logNames() []string {
 	return names
 }
 
-// within fails the test when f does not return in time, so that a read
-// that blocks fails instead of hanging the suite.
-func within(t *testing.T, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s blocked", what)
-	}
-}
-
 func TestFallbackRunsForAnyTool(t *testing.T) {
 	b := newBed(t, chainManifest)
 	b.tool("bin/jq")
@@ -188,7 +175,7 @@ func TestLlamaPromptFileThatIsNotAFile(t *testing.T) {
 	for _, file := range []string{fifo, "/dev/zero", big} {
 		b.specs, b.runs = nil, []runner.Result{{Outcome: runner.Exited, Code: 1}}
 		args := []string{"-m", b.model("fast.gguf"), "-f", file, "-n", "4"}
-		within(t, "a call with -f "+file, func() {
+		guardtest.Within(t, "a call with -f "+file, func() {
 			// 2: the plan still has fast.gguf's timeout fallback.
 			if got := b.e.call(context.Background(), "llama-completion", args); got != 2 {
 				t.Errorf("-f %s: status %d, want 2", file, got)

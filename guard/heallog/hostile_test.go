@@ -9,21 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/heallog"
 )
-
-// within fails the test when f does not return in time, so a blocking open
-// fails instead of hanging the suite.
-func within(t *testing.T, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s blocked", what)
-	}
-}
 
 // A FIFO at the log's path (anyone can mkfifo /tmp/selfheal.log) must
 // neither hang a call that logs nor guard status.
@@ -33,7 +21,7 @@ func TestFIFOLogNeitherHangsNorSwallows(t *testing.T) {
 		t.Fatal(err)
 	}
 	var warn bytes.Buffer
-	within(t, "writing to a FIFO log", func() {
+	guardtest.Within(t, "writing to a FIFO log", func() {
 		l := heallog.New(fifo, &warn)
 		l.Write(heallog.Event{Event: "preflight"})
 		l.Close()
@@ -41,7 +29,7 @@ func TestFIFOLogNeitherHangsNorSwallows(t *testing.T) {
 	if !strings.Contains(warn.String(), "not a regular file") {
 		t.Errorf("warning %q, want one naming the FIFO", warn.String())
 	}
-	within(t, "reading a FIFO log", func() {
+	guardtest.Within(t, "reading a FIFO log", func() {
 		if _, err := heallog.Read(fifo, 10, time.Time{}); err == nil {
 			t.Error("Read of a FIFO: no error")
 		}

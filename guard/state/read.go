@@ -28,7 +28,13 @@ func OpenRegular(path string, nofollow bool) (*os.File, error) {
 	if nofollow {
 		flags |= syscall.O_NOFOLLOW
 	}
-	f, err := os.OpenFile(path, flags, 0)
+	return openRegular(path, flags, 0)
+}
+
+// openRegular opens path with flags (which hold O_NONBLOCK, so that a FIFO
+// cannot hold the open) and keeps the file only when it is a regular one.
+func openRegular(path string, flags int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flags, perm)
 	if err != nil {
 		return nil, err
 	}

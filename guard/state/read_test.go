@@ -7,24 +7,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/state"
 )
-
-// within fails the test when f does not return in time: a FIFO read that
-// blocks must fail the test, not hang the suite.
-func within(t *testing.T, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s blocked", what)
-	}
-}
 
 func TestReadRegularRefusesWhatIsNotAFile(t *testing.T) {
 	dir := t.TempDir()
@@ -33,7 +19,7 @@ func TestReadRegularRefusesWhatIsNotAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{fifo, "/dev/zero", dir} {
-		within(t, "ReadRegular("+path+")", func() {
+		guardtest.Within(t, "ReadRegular("+path+")", func() {
 			if _, err := state.ReadRegular(path, 1<<20, false); !errors.Is(err, state.ErrNotRegular) || !strings.Contains(err.Error(), path) {
 				t.Errorf("ReadRegular(%s) = %v, want ErrNotRegular naming the path", path, err)
 			}
@@ -69,7 +55,7 @@ func TestOpenLogRefusesAFIFOWithoutBlocking(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	within(t, "OpenLog of a FIFO", func() {
+	guardtest.Within(t, "OpenLog of a FIFO", func() {
 		f, err := state.OpenLog(fifo, 0)
 		if err == nil {
 			f.Close()
@@ -83,7 +69,7 @@ func TestOpenLogRefusesAFIFOWithoutBlocking(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	within(t, "OpenLog of a FIFO with a reader", func() {
+	guardtest.Within(t, "OpenLog of a FIFO with a reader", func() {
 		if f, err := state.OpenLog(fifo, 0); err == nil {
 			f.Close()
 			t.Error("OpenLog opened a FIFO that has a reader")
