@@ -213,7 +213,7 @@ func (s *Store) Record(model string, tps, prior float64) (Change, error) {
 	if !ok {
 		before = prior
 	}
-	m.TPS = append(m.TPS, tps)
+	m.TPS = append(m.TPS, math.Round(tps*100)/100) // what llama.cpp printed: two decimals
 	if len(m.TPS) > K {
 		m.TPS = slices.Clone(m.TPS[len(m.TPS)-K:])
 	}
