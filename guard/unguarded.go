@@ -45,14 +45,14 @@ func unguarded(w World, name string, args []string, why error, exec execFunc) in
 		Self:     self,
 		HaveSelf: haveSelf,
 	}
-	real, err := "", errors.New("")
+	real, err := resolve.Real(q)
 	if tool.Path != "" {
-		q.Path = tool.Path // the default's own place for it (~/llama.cpp/...)
-		real, err = resolve.Real(q)
-		q.Path = ""
-	}
-	if err != nil {
-		real, err = resolve.Real(q)
+		// The default's own place for it (~/llama.cpp/...) comes first.
+		withPath := q
+		withPath.Path = tool.Path
+		if p, perr := resolve.Real(withPath); perr == nil {
+			real, err = p, nil
+		}
 	}
 	if err != nil {
 		Tell(w.Stderr, name+": "+err.Error())

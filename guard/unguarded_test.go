@@ -91,6 +91,13 @@ func TestShimWithABadManifestRunsTheToolUnguarded(t *testing.T) {
 	if got := b.stderr.String(); got != "guard: "+want1+"\nguard: fix the manifest (guard manifest check)\n" {
 		t.Errorf("stderr %q, want %q", got, want1)
 	}
+	// The embedded default's own path for it comes before PATH.
+	built := filepath.Join(b.home, "llama.cpp/build/bin/llama-completion")
+	guardtest.WriteFile(t, built, "#!/bin/sh\n", 0o755)
+	b.shim("llama-completion", "-p", "hi")
+	if got := b.execs[1][0]; got != built {
+		t.Errorf("exec %s, want the default's path %s", got, built)
+	}
 }
 
 // Failing open still refuses a shim loop, and a tool that is nowhere is
