@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/shims"
 )
 
@@ -16,21 +17,33 @@ func (e *Engine) call(ctx context.Context, name string, args []string) int {
 		return e.fail(name, &guardError{err: fmt.Errorf("refused: the call went through shims %d times in a row (%s); a PATH that loops through two shim folders? run guard status", d, depthVar)})
 	}
 	tool := e.c.tool(name)
-	if isLlama(name) {
+	switch {
+	case isLlama(name):
+		if e.c.Debug {
+			e.debug("%s: llama policy: model heal, plan, budgets, prompt cache", name)
+		}
 		return e.llama(ctx, tool, args) // resolves and heals per attempt, with fallbacks
+	case len(tool.Fallback) > 0:
+		e.debug("%s: fallback chain %v", name, tool.Fallback)
+		return e.chain(ctx, tool, args)
 	}
-	real, err := e.target(ctx, tool)
-	if err != nil {
-		return e.fail(tool.Name, err)
-	}
-	if name == "npx" {
-		args = shims.NpxArgs(args, tool.Args)
-	} else if len(tool.Args) > 0 {
-		args = shims.ForceArgs(args, tool.Args)
-	}
-	return e.runTool(ctx, tool, real, args, e.c.Stdout, true)
+	return e.plain(ctx, tool, shims.Forced(name, args, tool.Args, e.c.StdinTTY), e.c.Stdout, true)
 }
 
-// isLlama reports whether name gets the llama policy: model heal, budgets,
-// fallbacks and the prompt cache.
-func isLlama(name string) bool { return name == shims.LlamaCompletion || name == shims.LlamaSimple }
+// chain runs a tool with fallbacks, one attempt after another in the same
+// loop as a llama call's, all within the cap: only a good attempt's output
+// reaches stdout, and when every attempt failed the call ends with 2 and a
+// line for each.
+func (e *Engine) chain(ctx context.Context, tool *manifest.Tool, args []string) int {
+	steps := []shims.ToolStep{{Name: tool.Name, Forced: tool.Args, Timeout: tool.Timeout.D()}}
+	for _, f := range tool.Fallback {
+		ft := e.c.tool(f)
+		steps = append(steps, shims.ToolStep{Name: ft.Name, Forced: ft.Args, Timeout: ft.Timeout.D()})
+	}
+	b := e.capBudget()
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	attempts := shims.PlanFallbacks(steps, args, e.c.Timeout, b.d)
+	e.debugPlan(tool.Name, attempts)
+	return e.runAttempts(ctx, b, tool.Name, attempts, nil, &LlamaIO{W: e.c.Stdout})
+}

@@ -292,3 +292,25 @@ func TestRepairSaysWhenItCannotMend(t *testing.T) {
 		t.Errorf("stderr %q", b.stderr.String())
 	}
 }
+
+// A heal the call waited on used part of its budget: the run gets the rest,
+// as the runner's own budget (which Ctrl-Z pauses), not a deadline.
+func TestRunGetsWhatTheHealLeftOfTheBudget(t *testing.T) {
+	b := newBed(t, buildManifest+"timeout = \"5s\"\n")
+	b.build = func(_ context.Context, _ string, _ *manifest.Build, target string) error {
+		time.Sleep(20 * time.Millisecond)
+		b.tool(target)
+		return nil
+	}
+	if got := b.e.call(context.Background(), "fixture", nil); got != 0 {
+		t.Fatalf("status %d; stderr %s", got, b.stderr.String())
+	}
+	if len(b.specs) != 1 || b.specs[0].Budget >= 5*time.Second || b.specs[0].Budget <= 0 {
+		t.Fatalf("run budget after a heal: %+v", b.specs)
+	}
+	b.specs = nil
+	b.e.call(context.Background(), "fixture", nil) // healthy: the whole budget
+	if len(b.specs) != 1 || b.specs[0].Budget != 5*time.Second {
+		t.Errorf("run budget without a heal: %v", b.specs[0].Budget)
+	}
+}

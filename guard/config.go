@@ -3,7 +3,9 @@ package guard
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -30,6 +32,10 @@ type World struct {
 	// Self is guard's own executable as the kernel knows it: readable even
 	// when the file it came from was deleted ("/proc/self/exe").
 	Self string
+
+	// Verbose is `guard --verbose`: print each decision of a call on
+	// stderr, as GUARD_DEBUG=1 does.
+	Verbose bool
 }
 
 // Getenv returns the value of key in the World's environment ("" when unset).
@@ -62,6 +68,10 @@ type Config struct {
 	ShimDir      string
 	StateDir     string
 	LogPath      string
+	// LogFallback is where heal events go when LogPath is the shared
+	// default and another user holds it (the per-user log in the state
+	// folder); "" when the log was chosen (GUARD_LOG, a manifest's own log).
+	LogFallback string
 
 	Timeout       time.Duration // GUARD_TIMEOUT: one call's budget; 0 when unset
 	CacheOff      bool          // GUARD_CACHE=off
@@ -70,25 +80,41 @@ type Config struct {
 	PathEnv       string        // PATH
 	ProgressEvery time.Duration // GUARD_PROGRESS_EVERY; 0 means progress's default
 	NoColour      bool          // NO_COLOR set, or TERM=dumb
+	Debug         bool          // GUARD_DEBUG=1 or --verbose: each decision of a call on stderr
 }
 
 // errNoHome is LoadConfig's error when HOME is empty: no manifest to fix.
-var errNoHome = errors.New("HOME is not set; set it to your home folder")
+var errNoHome = errors.New("HOME is not set")
 
 // LoadConfig builds the configuration from w: the environment, then the
-// manifest (through its decoded cache in the state folder).
+// manifest (through its decoded cache in the state folder). An environment
+// variable guard cannot read is said on w.Stderr, naming it, and treated as
+// unset: a typo must not be ignored silently, nor stop the call.
 func LoadConfig(w World) (*Config, error) {
 	home := w.Getenv("HOME")
 	if home == "" {
-		return nil, &guardError{err: errNoHome}
+		return nil, &guardError{err: errNoHome, hint: "set HOME to your home folder"}
 	}
 	// GUARD_STATE_DIR is read before the manifest, which may name another
 	// state folder: the decoded manifest must be found before it is read.
 	named := w.Getenv("GUARD_MANIFEST")
 	m, err := manifest.LoadDecoded(named, home, manifest.ExpandHome(envOr(w, "GUARD_STATE_DIR", manifest.DefaultStateDir), home))
 	if err != nil {
-		return nil, &guardError{err: err, hint: "fix the manifest (guard manifest check) or unset GUARD_MANIFEST"}
+		hint := "fix the manifest (guard manifest check)"
+		if named != "" {
+			hint += " or unset GUARD_MANIFEST"
+		}
+		return nil, &guardError{err: err, hint: hint}
 	}
+	warn := func(msg string) {
+		if msg != "" && w.Stderr != nil {
+			fmt.Fprintln(w.Stderr, "guard: "+msg)
+		}
+	}
+	timeout, msg := parseTimeout(w.Getenv("GUARD_TIMEOUT"))
+	warn(msg)
+	depth, msg := parseDepth(w.Getenv(depthVar))
+	warn(msg)
 	c := &Config{
 		World:         w,
 		Home:          home,
@@ -97,13 +123,17 @@ func LoadConfig(w World) (*Config, error) {
 		ShimDir:       manifest.ExpandHome(envOr(w, "GUARD_SHIM_DIR", m.ShimDir), home),
 		StateDir:      manifest.ExpandHome(envOr(w, "GUARD_STATE_DIR", m.StateDir), home),
 		LogPath:       manifest.ExpandHome(envOr(w, "GUARD_LOG", m.Log), home),
-		Timeout:       parseTimeout(w.Getenv("GUARD_TIMEOUT")),
+		Timeout:       timeout,
 		CacheOff:      w.Getenv("GUARD_CACHE") == "off",
-		Depth:         parseDepth(w.Getenv(depthVar)),
+		Depth:         depth,
 		HFToken:       w.Getenv("HF_TOKEN"),
 		PathEnv:       w.Getenv("PATH"),
 		ProgressEvery: parseEvery(w.Getenv("GUARD_PROGRESS_EVERY")),
 		NoColour:      w.Getenv("NO_COLOR") != "" || w.Getenv("TERM") == "dumb",
+		Debug:         w.Verbose || w.Getenv("GUARD_DEBUG") == "1",
+	}
+	if w.Getenv("GUARD_LOG") == "" && m.Log == manifest.DefaultLog {
+		c.LogFallback = c.State().HealLog()
 	}
 	return c, nil
 }
@@ -146,24 +176,78 @@ const (
 	maxDepth = 8
 )
 
-func parseDepth(v string) int {
-	n, _ := strconv.Atoi(v)
-	return n
+// toolEnv is env plus tool's forced variables and one more level of shim
+// depth: what the real tool runs with.
+func toolEnv(env []string, tool *manifest.Tool, depth int) []string {
+	for k, v := range tool.Env {
+		env = setEnv(env, k, v)
+	}
+	return setEnv(env, depthVar, strconv.Itoa(depth+1))
 }
 
-// parseTimeout reads GUARD_TIMEOUT: a Go duration ("90s") or seconds; 0
-// when unset or unreadable.
-func parseTimeout(v string) time.Duration {
+// setEnv sets key in env, dropping earlier entries: with a duplicate, a Go
+// child (the next guard of a shim loop) reads the first one, so an
+// appended GUARD_DEPTH never grew and the loop never ended. env itself is
+// left as it is.
+func setEnv(env []string, key, value string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != key {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+value)
+}
+
+// parseDepth reads GUARD_DEPTH. A value that is not a count (a typo, a
+// negative number that would let a loop run for ever) counts as 0 and is
+// said; one too large to read is a loop.
+func parseDepth(v string) (int, string) {
 	if v == "" {
-		return 0
+		return 0, ""
 	}
-	if d, err := time.ParseDuration(v); err == nil && d > 0 {
-		return d
+	n, err := strconv.Atoi(v)
+	switch {
+	case err == nil && n >= 0:
+		return min(n, maxDepth), ""
+	case errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-"):
+		return maxDepth, ""
 	}
-	if n, err := strconv.ParseFloat(v, 64); err == nil && n > 0 {
-		return time.Duration(n * float64(time.Second))
+	return 0, fmt.Sprintf("%s=%q is not a count of nested shim calls; counting from 0", depthVar, v)
+}
+
+// maxTimeout bounds GUARD_TIMEOUT, so that "Inf" or "1e10" seconds mean
+// "no practical limit" instead of overflowing to a negative budget.
+const maxTimeout = 100 * 365 * 24 * time.Hour
+
+// parseTimeout reads GUARD_TIMEOUT: a Go duration ("90s") or seconds. Unset
+// or zero is no budget; anything else that is not a positive time is
+// ignored with a message naming the variable.
+func parseTimeout(v string) (time.Duration, string) {
+	if v == "" {
+		return 0, ""
 	}
-	return 0
+	bad := func(why string) (time.Duration, string) {
+		return 0, fmt.Sprintf("GUARD_TIMEOUT=%q %s; ignored", v, why)
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		if d < 0 {
+			return bad("is negative")
+		}
+		return d, ""
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange):
+		return bad("is not a duration (90s) or a number of seconds")
+	case math.IsNaN(n):
+		return bad("is not a number")
+	case n < 0:
+		return bad("is negative")
+	case n >= maxTimeout.Seconds():
+		return maxTimeout, ""
+	}
+	return time.Duration(n * float64(time.Second)), ""
 }
 
 // parseEvery reads GUARD_PROGRESS_EVERY; 0 leaves progress its default.

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
+	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/runner"
 )
 
@@ -55,16 +58,23 @@ func TestLoadConfigManifestPathsExpandHome(t *testing.T) {
 
 func TestLoadConfigFailures(t *testing.T) {
 	_, err := LoadConfig(World{Env: []string{"PATH=/bin"}})
-	if ExitStatus(err) != runner.StatusGuardFailed || err.Error() != "HOME is not set; set it to your home folder" {
+	if ExitStatus(err) != runner.StatusGuardFailed || err.Error() != "HOME is not set\nset HOME to your home folder" {
 		t.Errorf("no HOME: %v (status %d)", err, ExitStatus(err))
 	}
 	dir := t.TempDir()
 	mf := filepath.Join(dir, "m.toml")
 	guardtest.WriteFile(t, mf, "[tools.jq]\ntimout = \"5s\"\n", 0o644)
 	_, err = LoadConfig(World{Env: []string{"HOME=" + dir, "GUARD_MANIFEST=" + mf}})
-	if ExitStatus(err) != runner.StatusGuardFailed || !strings.Contains(err.Error(), "m.toml:2") ||
+	if ExitStatus(err) != runner.StatusGuardFailed || !strings.Contains(err.Error(), "m.toml:2: unknown key tools.jq.timout (did you mean timeout?)") ||
 		!strings.HasSuffix(err.Error(), "\nfix the manifest (guard manifest check) or unset GUARD_MANIFEST") {
 		t.Errorf("bad manifest: %v (status %d)", err, ExitStatus(err))
+	}
+	// The user's own manifest, GUARD_MANIFEST unset: the hint must not
+	// tell the person to unset what they never set.
+	guardtest.WriteFile(t, filepath.Join(dir, ".config/guard/manifest.toml"), "[tools.jq]\ntimout = \"5s\"\n", 0o644)
+	_, err = LoadConfig(World{Env: []string{"HOME=" + dir}})
+	if ExitStatus(err) != runner.StatusGuardFailed || !strings.HasSuffix(err.Error(), "\nfix the manifest (guard manifest check)") {
+		t.Errorf("bad user manifest: %v", err)
 	}
 }
 
@@ -83,12 +93,51 @@ func TestWorldLookupEnvLastWins(t *testing.T) {
 
 func TestParseTimeout(t *testing.T) {
 	for in, want := range map[string]time.Duration{
-		"": 0, "90s": 90 * time.Second, "2": 2 * time.Second, "0.5": 500 * time.Millisecond,
-		"abc": 0, "-5": 0, "0": 0, "-1s": 0,
+		"": 0, "90s": 90 * time.Second, "2": 2 * time.Second, "0.5": 500 * time.Millisecond, "0": 0,
+		// No practical limit, never a negative budget that drops the manifest's.
+		"Inf": maxTimeout, "1e10": maxTimeout, "1e400": maxTimeout,
 	} {
-		if got := parseTimeout(in); got != want {
-			t.Errorf("parseTimeout(%q) = %v, want %v", in, got, want)
+		if got, msg := parseTimeout(in); got != want || msg != "" {
+			t.Errorf("parseTimeout(%q) = %v, %q; want %v", in, got, msg, want)
 		}
+	}
+	for _, in := range []string{"abc", "-5", "-1s", "NaN", "-Inf", "5 s"} {
+		if got, msg := parseTimeout(in); got != 0 || !strings.HasPrefix(msg, "GUARD_TIMEOUT="+strconv.Quote(in)) || !strings.HasSuffix(msg, "; ignored") {
+			t.Errorf("parseTimeout(%q) = %v, %q; want 0 and a message naming the variable", in, got, msg)
+		}
+	}
+}
+
+func TestParseDepth(t *testing.T) {
+	for in, want := range map[string]int{"": 0, "3": 3, "99999999999999999999": maxDepth, "100": maxDepth} {
+		if got, msg := parseDepth(in); got != want || msg != "" {
+			t.Errorf("parseDepth(%q) = %d, %q; want %d", in, got, msg, want)
+		}
+	}
+	// A huge negative value must not switch the loop guard off.
+	for _, in := range []string{"-99999999999999999999", "-1", "x"} {
+		if got, msg := parseDepth(in); got != 0 || !strings.HasPrefix(msg, "GUARD_DEPTH=") {
+			t.Errorf("parseDepth(%q) = %d, %q; want 0 and a message", in, got, msg)
+		}
+	}
+}
+
+// A typo in an environment variable is said once, naming it, and the call
+// goes on as if it were unset; a negative depth cannot open a loop.
+func TestLoadConfigSaysBadEnvironment(t *testing.T) {
+	b := newBed(t, "", "GUARD_TIMEOUT=abc", "GUARD_DEPTH=-99999999999999999999")
+	c := b.e.Config()
+	if c.Timeout != 0 || c.Depth != 0 {
+		t.Errorf("timeout %v, depth %d", c.Timeout, c.Depth)
+	}
+	got := b.stderr.String()
+	if !strings.Contains(got, `guard: GUARD_TIMEOUT="abc" is not a duration (90s) or a number of seconds; ignored`) ||
+		!strings.Contains(got, `guard: GUARD_DEPTH="-99999999999999999999" is not a count`) || strings.Count(got, "\n") != 2 {
+		t.Errorf("stderr %q", got)
+	}
+	env := b.e.childEnv(c.tool("jq"))
+	if !slices.Contains(env, "GUARD_DEPTH=1") {
+		t.Errorf("the child's depth does not count from 0: %q", env)
 	}
 }
 
@@ -138,14 +187,6 @@ func TestTellPrefixesEveryLine(t *testing.T) {
 	}
 }
 
-func TestShimWithoutHomeIs125(t *testing.T) {
-	var stderr bytes.Buffer
-	status := Shim(World{Env: []string{"PATH=/bin"}, Stderr: &stderr}, "npx", []string{"--version"})
-	if status != 125 || stderr.String() != "guard: npx: HOME is not set; set it to your home folder\n" {
-		t.Errorf("status %d, stderr %q", status, stderr.String())
-	}
-}
-
 func TestRecoverTurnsAPanicInto125(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "selfheal.log")
@@ -160,5 +201,32 @@ func TestRecoverTurnsAPanicInto125(t *testing.T) {
 	data, err := os.ReadFile(log)
 	if err != nil || !strings.Contains(string(data), `"reason":"panic: boom"`) {
 		t.Errorf("log %q, %v", data, err)
+	}
+}
+
+// Only the shared default log gives way to the per-user one: a log the
+// person chose (GUARD_LOG, a manifest's own) is theirs to fix.
+func TestLogFallbackOnlyForTheSharedDefault(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	w := World{Env: []string{"HOME=" + dir, "GUARD_STATE_DIR=" + state}}
+	c, err := LoadConfig(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LogPath != "/tmp/selfheal.log" || c.LogFallback != filepath.Join(state, "selfheal.log") {
+		t.Errorf("default: log %q, fallback %q", c.LogPath, c.LogFallback)
+	}
+	if got := New(c).LogPath(); got != heallog.Where(c.LogPath, c.LogFallback) {
+		t.Errorf("LogPath %q", got)
+	}
+	w.Env = append(w.Env, "GUARD_LOG="+filepath.Join(dir, "mine.log"))
+	if c, _ := LoadConfig(w); c.LogFallback != "" {
+		t.Errorf("GUARD_LOG set: fallback %q", c.LogFallback)
+	}
+	mf := filepath.Join(dir, "m.toml")
+	guardtest.WriteFile(t, mf, "log = \"~/own.log\"\n", 0o644)
+	if c, _ := LoadConfig(World{Env: []string{"HOME=" + dir, "GUARD_MANIFEST=" + mf}}); c.LogFallback != "" {
+		t.Errorf("the manifest's own log: fallback %q", c.LogFallback)
 	}
 }

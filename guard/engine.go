@@ -36,7 +36,9 @@ type binaryHealer interface {
 
 // New returns the engine for c; Close flushes its log.
 func New(c *Config) *Engine {
-	e := &Engine{c: c, log: heallog.New(c.LogPath, c.Stderr), exec: runner.Exec, run: runner.Run}
+	log := heallog.New(c.LogPath, c.Stderr)
+	log.Fallback = c.LogFallback
+	e := &Engine{c: c, log: log, exec: runner.Exec, run: runner.Run}
 	e.binaries = e.builder()
 	return e
 }
@@ -47,12 +49,25 @@ func (e *Engine) Config() *Config { return e.c }
 // Close flushes the heal log.
 func (e *Engine) Close() { e.log.Close() }
 
+// LogPath is the heal log events go to: the configured one, or the per-user
+// fallback when the shared default belongs to another user.
+func (e *Engine) LogPath() string { return heallog.Where(e.c.LogPath, e.c.LogFallback) }
+
 // Event logs one heal event; the log file is opened on the first one.
 func (e *Engine) Event(ev heallog.Event) { e.log.Write(ev) }
 
 // Say prints a message for a person on stderr, in guard's voice.
 func (e *Engine) Say(format string, a ...any) {
 	Tell(e.c.Stderr, fmt.Sprintf(format, a...))
+}
+
+// debug prints one decision of the call on stderr when GUARD_DEBUG=1 or
+// --verbose asked for them. On the healthy path callers test e.c.Debug
+// first, so that not even the arguments are made.
+func (e *Engine) debug(format string, a ...any) {
+	if e.c.Debug {
+		Tell(e.c.Stderr, "debug: "+fmt.Sprintf(format, a...))
+	}
 }
 
 // Tell writes msg for a person on w with every line starting "guard: ",

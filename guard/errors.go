@@ -45,6 +45,21 @@ func (e *interruptedError) Error() string {
 	return fmt.Sprintf("interrupted by %s while healing; partial work is kept for the next call", unix.SignalName(e.signal))
 }
 
+// timedOutError says the call's budget ran out during a heal it waited on
+// (a download, a rebuild, a package install): exit 124, as for a run past
+// its budget. What the heal did so far is kept for the next call.
+type timedOutError struct {
+	err   error
+	limit string // the budget and what set it: "5.0s (GUARD_TIMEOUT)"
+}
+
+func (e *timedOutError) Error() string {
+	return "timed out: the call's budget of " + e.limit + " ran out during the heal: " + e.err.Error() +
+		"\nrun guard heal to finish the heal without a call's budget"
+}
+
+func (e *timedOutError) Unwrap() error { return e.err }
+
 // execError is a failed exec of the real tool: 127 when the file is gone,
 // 126 for anything else (runner.StartStatus).
 type execError struct{ err error }
@@ -60,12 +75,13 @@ func (e *Engine) fail(name string, err error) int {
 }
 
 // ExitStatus maps an error from the engine to a shim call's exit status:
-// 0 for nil, 128+N for a heal interrupted by signal N, 125 when guard
-// itself could not work, 126 or 127 for an exec that failed, 127 for what
-// could not be healed.
+// 0 for nil, 128+N for a heal interrupted by signal N, 124 for a heal the
+// call's budget ended, 125 when guard itself could not work, 126 or 127
+// for an exec that failed, 127 for what could not be healed.
 func ExitStatus(err error) int {
 	var (
 		ie *interruptedError
+		te *timedOutError
 		ge *guardError
 		ee *execError
 	)
@@ -74,6 +90,8 @@ func ExitStatus(err error) int {
 		return 0
 	case errors.As(err, &ie):
 		return 128 + int(ie.signal)
+	case errors.As(err, &te):
+		return runner.StatusTimeout
 	case errors.As(err, &ge):
 		return runner.StatusGuardFailed
 	case errors.As(err, &ee):

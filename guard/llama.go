@@ -3,6 +3,7 @@ package guard
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/runner"
+	"github.com/sandbox-guard/guard/guard/speed"
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/shims"
 )
@@ -39,6 +42,11 @@ type LlamaIO struct {
 	Model    string // model file of the answer
 }
 
+// maxPromptFile bounds the -f file guard reads for the cache key and for
+// llama-simple's prompt: far above any model's context. A larger one is
+// left to the tool, uncached.
+const maxPromptFile = 1 << 20
+
 // Llama is one llama.cpp tool call with its answer going to o.W; it
 // returns the call's exit status.
 func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, o *LlamaIO) int {
@@ -47,16 +55,30 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 	if err != nil {
 		// The tool's own parser says it better; guard adds nothing to a
 		// call it cannot read.
+		e.debug("%s: cannot plan (%v): running it as given", tool.Name, err)
 		return e.direct(ctx, tool, args, o, true)
 	}
 	if call.Interactive && stdinTTY && !o.NoDirect {
+		e.debug("%s: a person is chatting at a terminal: no plan", tool.Name)
 		return e.direct(ctx, tool, args, o, false) // a person is chatting: no budget, no watchdog
+	}
+	// The cap bounds everything the call does from here, heals included.
+	b := e.capBudget()
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	if e.c.Debug {
+		e.debug("%s: budget %s (%s) for the whole call", tool.Name, secs(b.d), b.source)
 	}
 	modelPath := call.Model
 	if modelPath != "" {
 		modelPath = absPath(modelPath)
 		if err := e.ensureModel(ctx, tool.Name, modelPath, false); err != nil {
-			return e.fail(tool.Name, err)
+			err = b.during(ctx, err)
+			if !e.stateFault(err) {
+				return e.fail(tool.Name, err)
+			}
+			// Guard's own folder failed it, not the model: fail open.
+			e.Say("%s: %v\nrunning the call without the heal: guard cannot write its state folder %s (set GUARD_STATE_DIR to a folder of your own)", tool.Name, err, e.c.StateDir)
 		}
 	}
 	in := shims.LlamaPlanInput{
@@ -70,47 +92,74 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 		Model:         e.modelInfo(modelPath),
 	}
 	if call.PromptFile != "" {
-		text, err := os.ReadFile(call.PromptFile)
+		text, read, err := readPromptFile(call.PromptFile)
 		if err != nil {
 			return e.direct(ctx, tool, args, o, true) // the tool reports the unreadable file itself
 		}
-		in.PromptFileText = string(text)
+		in.PromptFileText, in.PromptFileUnread = text, !read
+		if !read {
+			e.debug("%s: -f %s is not a regular file of at most %d bytes: left to the tool, uncached", tool.Name, call.PromptFile, maxPromptFile)
+		}
 	}
 	attempts, err := shims.PlanLlama(in)
 	if err != nil {
 		return e.direct(ctx, tool, args, o, true)
 	}
-	return e.runAttempts(ctx, tool.Name, attempts, e.promptCache(tool, in.PromptFileText), o)
+	e.debugPlan(tool.Name, attempts)
+	var pc *promptCache
+	if !in.PromptFileUnread {
+		pc = e.promptCache(tool, in.PromptFileText)
+	}
+	return e.runAttempts(ctx, b, tool.Name, attempts, pc, o)
 }
 
-// runAttempts runs the plan: the first attempt, then each later one whose
-// trigger matches how the one before ended, all within the budget cap. An
-// attempt the prompt cache can answer is not run.
-func (e *Engine) runAttempts(ctx context.Context, name string, attempts []shims.Attempt, pc *promptCache, o *LlamaIO) int {
-	limit := e.capFor()
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
+// readPromptFile reads a -f file for the cache key and llama-simple's
+// prompt. Only a regular file of at most maxPromptFile bytes is read: a
+// pipe (-f /dev/stdin, -f <(echo ...)) or a device is never opened, since
+// even a non-blocking open of a FIFO lets its writer go on, and what guard
+// read would be gone for the tool. read false says the file is left to
+// the tool; an error (a missing file) leaves the whole call to it.
+func readPromptFile(path string) (text string, read bool, err error) {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return "", false, nil
+	}
+	data, err := state.ReadRegular(path, maxPromptFile, false)
+	switch {
+	case err == nil:
+		return string(data), true, nil
+	case errors.Is(err, state.ErrNotRegular), errors.Is(err, state.ErrTooLarge):
+		return "", false, nil
+	}
+	return "", false, err
+}
+
+// runAttempts runs the plan of a llama call or a fallback chain: the first
+// attempt, then each later one whose trigger follows how the one before
+// ended, all within ctx, which the call's budget b bounds. An attempt the
+// prompt cache can answer is not run; llama-completion's empty answer is
+// retried once before the plan moves on.
+func (e *Engine) runAttempts(ctx context.Context, b budget, name string, attempts []shims.Attempt, pc *promptCache, o *LlamaIO) int {
 	var lines []string
 	var last runner.Result
 	ran := 0
 	after := shims.First
 	for i, a := range attempts {
-		if i > 0 && a.Trigger != after {
+		if i > 0 && !a.Trigger.Follows(after) {
 			continue
 		}
 		if ctx.Err() != nil {
-			lines = append(lines, fmt.Sprintf("%s: not run: the call's cap of %s was used up", a.Tool, limit))
+			lines = append(lines, fmt.Sprintf("%s: not run: the call's budget of %s (%s) was used up", a.Tool, secs(b.d), b.source))
 			break
 		}
 		if i > 0 {
-			e.Event(heallog.Event{Level: "warn", Event: "fallback", Tool: name, Target: a.Tool + " " + filepath.Base(a.Model), Reason: after.String(), Attempt: ran + 1})
-			e.Say("%s: trying %s with %s (%s)", name, a.Tool, filepath.Base(a.Model), after)
+			e.Event(heallog.Event{Level: "warn", Event: "fallback", Tool: name, Target: describe(a), Reason: after.String(), Attempt: ran + 1})
+			e.Say("%s: trying %s (%s)", name, withModel(a), after)
 		}
-		if entry, ok := e.cachedAnswer(pc, name, a, ran+1); ok {
+		if entry, ok := e.cachedAnswer(pc, a); ok {
 			o.W.Write(entry.Stdout)
 			o.Cached, o.Model = true, filepath.Base(a.Model)
 			if i > 0 {
-				e.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran + 1, Reason: "answered from the prompt cache for " + a.Tool + " " + filepath.Base(a.Model)})
+				e.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran + 1, Reason: "answered from the prompt cache for " + describe(a)})
 			}
 			return 0
 		}
@@ -132,7 +181,19 @@ func (e *Engine) runAttempts(ctx context.Context, name string, attempts []shims.
 		if len(attempts) == 1 && !o.NoDirect {
 			live = o.W
 		}
-		res, why := e.attempt(ctx, name, ran, a, live)
+		bud := e.attemptBudget(ctx, a)
+		res, why := e.attempt(ctx, b, name, ran, a, bud, live)
+		if emptyAnswer(a, res) && bud-res.Elapsed > 0 && ctx.Err() == nil {
+			// llama.cpp's async logger can lose the answer at exit (README:
+			// "llama calls"); a fresh run in what is left of the budget
+			// usually answers.
+			lines = append(lines, attemptLine(ran, a, why, res))
+			e.Event(heallog.Event{Level: "warn", Event: "retry", Tool: name, Target: describe(a), Reason: why, Attempt: ran + 1})
+			e.Say("%s: exited 0 with nothing on stdout; trying it once more", a.Tool)
+			ran++
+			o.Attempts = ran
+			res, why = e.attempt(ctx, b, name, ran, a, bud-res.Elapsed, live)
+		}
 		last = res
 		if why == "" {
 			if live == nil {
@@ -141,11 +202,11 @@ func (e *Engine) runAttempts(ctx context.Context, name string, attempts []shims.
 			e.storeAnswer(pc, name, a, res)
 			res.Stdout.Close()
 			if ran > 1 {
-				e.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran, Reason: "answered by " + a.Tool + " " + filepath.Base(a.Model)})
+				e.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran, Reason: "answered by " + describe(a)})
 			}
 			return 0
 		}
-		lines = append(lines, fmt.Sprintf("attempt %d: %s model %s: %s after %s", ran, a.Tool, filepath.Base(a.Model), why, secs(res.Elapsed)))
+		lines = append(lines, attemptLine(ran, a, why, res))
 		if res.Outcome == runner.Interrupted {
 			return res.Status() // the person or the harness asked to stop: no fallback
 		}
@@ -170,20 +231,49 @@ func (e *Engine) runAttempts(ctx context.Context, name string, attempts []shims.
 	return 2
 }
 
-// attempt runs one planned attempt and says why it failed ("" on success).
-// A model or binary that cannot be healed is a failed start, a heal cut
-// short by a signal an interrupted run.
-func (e *Engine) attempt(ctx context.Context, name string, n int, a shims.Attempt, live io.Writer) (runner.Result, string) {
+// emptyAnswer reports whether res is llama-completion's lost answer: exit
+// 0 with nothing on stdout.
+func emptyAnswer(a shims.Attempt, res runner.Result) bool {
+	return a.Tool == shims.LlamaCompletion && res.Outcome == runner.Exited && res.Code == 0 && res.StdoutN == 0
+}
+
+// withModel names an attempt for a person: "llama-simple with q3.gguf".
+func withModel(a shims.Attempt) string {
+	if a.Model == "" {
+		return a.Tool
+	}
+	return a.Tool + " with " + filepath.Base(a.Model)
+}
+
+// attemptLine is an attempt's line in the report of a call whose every
+// attempt failed.
+func attemptLine(n int, a shims.Attempt, why string, res runner.Result) string {
+	model := ""
+	if a.Model != "" {
+		model = " model " + filepath.Base(a.Model)
+	}
+	return fmt.Sprintf("attempt %d: %s%s: %s after %s", n, a.Tool, model, why, secs(res.Elapsed))
+}
+
+// attempt runs one planned attempt for at most bud and says why it failed
+// ("" on success). A model or binary that cannot be healed is a failed
+// start, a heal cut short by a signal an interrupted run, one the call's
+// budget b ended a timeout.
+func (e *Engine) attempt(ctx context.Context, b budget, name string, n int, a shims.Attempt, bud time.Duration, live io.Writer) (runner.Result, string) {
 	tool := e.c.tool(a.Tool)
 	notRun := func(err error, why string) (runner.Result, string) {
+		err = b.during(ctx, err)
 		e.Say("%s: %s", a.Tool, err)
 		if sig, ok := interrupted(err); ok {
 			return runner.Result{Outcome: runner.Interrupted, Signal: sig, Err: err}, "interrupted"
 		}
+		if ExitStatus(err) == runner.StatusTimeout {
+			return runner.Result{Outcome: runner.TimedOut, Err: err}, "timed out healing"
+		}
 		return runner.Result{Outcome: runner.StartFailed, Err: fmt.Errorf("%w: %v", exec.ErrNotFound, err)}, why
 	}
 	if a.Model != "" && n > 1 {
-		if err := e.ensureModel(ctx, a.Tool, a.Model, false); err != nil {
+		if err := e.ensureModel(ctx, a.Tool, a.Model, false); err != nil && !e.stateFault(err) {
 			return notRun(err, "model not available")
 		}
 	}
@@ -199,28 +289,38 @@ func (e *Engine) attempt(ctx context.Context, name string, n int, a shims.Attemp
 		// it waits in a private temp file, not in memory.
 		spec.SpillDir = e.c.StateDir
 	}
-	spec.Budget = a.Budget
+	spec.Budget = bud
 	spec.Stdout = live
+	var tail *speed.Tail
+	if isLlama(a.Tool) {
+		tail = &speed.Tail{W: spec.Stderr} // llama.cpp's measured speed, read as it streams past
+		spec.Stderr = tail
+	}
 	res := e.run(ctx, spec)
 	e.report(name, n, res, spec)
-	why := failure(res, a.Budget)
+	why := verdict(a, res, bud)
 	if why != "" {
 		res.Stdout.Close() // a failed attempt's output is never printed
+	}
+	if tail != nil && why == "" {
+		if tps, ok := tail.Rate(); ok {
+			e.learn(name, a, tps)
+		}
 	}
 	return res, why
 }
 
-// failure says why an attempt failed, "" when it gave an answer.
-func failure(res runner.Result, budget time.Duration) string {
+// verdict says why an attempt's run failed, "" when it answered.
+func verdict(a shims.Attempt, res runner.Result, bud time.Duration) string {
 	switch {
-	case res.Outcome == runner.Exited && res.Code == 0 && res.StdoutN == 0:
+	case isLlama(a.Tool) && res.Outcome == runner.Exited && res.Code == 0 && res.StdoutN == 0:
 		return "exit 0 with nothing on stdout"
 	case res.Outcome == runner.Exited && res.Code == 0:
 		return ""
 	case res.Outcome == runner.Exited:
 		return "exit " + strconv.Itoa(res.Code)
 	case res.Outcome == runner.TimedOut:
-		return "timeout (budget " + secs(budget) + ")"
+		return "timeout (budget " + secs(bud) + ")"
 	case res.Outcome == runner.Stalled:
 		return "stalled"
 	case res.Outcome == runner.PromptKilled:
@@ -243,12 +343,12 @@ func (e *Engine) direct(ctx context.Context, tool *manifest.Tool, args []string,
 		e.Say("%s: cannot plan this call: %s", tool.Name, strings.Join(args, " "))
 		return 2
 	}
-	real, err := e.target(ctx, tool)
-	if err != nil {
-		return e.fail(tool.Name, err)
-	}
-	return e.runTool(ctx, tool, real, args, o.W, watch)
+	return e.plain(ctx, tool, args, o.W, watch)
 }
+
+// isLlama reports whether name gets the llama policy: model heal, budgets,
+// fallbacks and the prompt cache.
+func isLlama(name string) bool { return name == shims.LlamaCompletion || name == shims.LlamaSimple }
 
 func parseLlama(tool string, args []string) (shims.LlamaCall, error) {
 	if tool == shims.LlamaSimple {
@@ -272,17 +372,6 @@ func (e *Engine) modelInfo(path string) shims.ModelInfo {
 		info.FallbackBase, info.FallbackTPS = fb.Budget.Base.D(), fb.Budget.TokensPerSecond
 	}
 	return info
-}
-
-// capFor is the most one call may take, all attempts together.
-func (e *Engine) capFor() time.Duration {
-	if e.c.Timeout > 0 {
-		return e.c.Timeout
-	}
-	if d := e.c.M.Budget.Cap.D(); d > 0 {
-		return d
-	}
-	return shims.DefaultCap
 }
 
 func absPath(p string) string {

@@ -29,15 +29,16 @@ func (e *Engine) promptCache(tool *manifest.Tool, fileText string) *promptCache 
 	return &promptCache{store: e.PromptCache(), fileText: fileText}
 }
 
-// cachedAnswer looks attempt a up and logs a hit.
-func (e *Engine) cachedAnswer(pc *promptCache, name string, a shims.Attempt, n int) (promptcache.Entry, bool) {
+// cachedAnswer looks attempt a up. A hit is a healthy call: it is counted
+// in the cache's own figures (guard cache stats), never in the heal log.
+func (e *Engine) cachedAnswer(pc *promptCache, a shims.Attempt) (promptcache.Entry, bool) {
 	key := e.cacheKey(pc, a)
 	if key == "" {
 		return promptcache.Entry{}, false
 	}
 	entry, ok, _ := pc.store.Get(key)
-	if ok {
-		e.Event(heallog.Event{Event: "cache.hit", Tool: name, Target: a.Model, Bytes: int64(len(entry.Stdout)), Result: "ok", Attempt: n})
+	if e.c.Debug {
+		e.debug("%s %s: prompt cache hit: %v", a.Tool, filepath.Base(a.Model), ok)
 	}
 	return entry, ok
 }

@@ -91,7 +91,6 @@ func TestLlamaAnswersAndCachesTheAnswer(t *testing.T) {
 	if len(b.specs) != 1 {
 		t.Errorf("the repeat ran the tool again")
 	}
-	b.event("cache.hit")
 }
 
 func TestLlamaCacheOff(t *testing.T) {
@@ -295,16 +294,16 @@ func TestLlamaPromptFileIsPartOfTheKey(t *testing.T) {
 
 func TestLlamaCapIsGuardTimeoutFirst(t *testing.T) {
 	b := llamaBed(t)
-	if b.e.capFor() != 60*time.Second {
-		t.Errorf("cap %v", b.e.capFor())
+	if c := b.e.capBudget(); c != (budget{60 * time.Second, "[budget] cap"}) {
+		t.Errorf("cap %v", c)
 	}
 	b.e.c.Timeout = 3 * time.Second
-	if b.e.capFor() != 3*time.Second {
-		t.Errorf("cap with GUARD_TIMEOUT %v", b.e.capFor())
+	if c := b.e.capBudget(); c != (budget{3 * time.Second, "GUARD_TIMEOUT"}) {
+		t.Errorf("cap with GUARD_TIMEOUT %v", c)
 	}
 	b.e.c.Timeout = 0
 	b.e.c.M.Budget.Cap = 0
-	if b.e.capFor() != 300*time.Second {
-		t.Errorf("default cap %v", b.e.capFor())
+	if c := b.e.capBudget(); c.d != 300*time.Second {
+		t.Errorf("default cap %v", c)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sandbox-guard/guard/guard/models"
 )
@@ -23,12 +25,25 @@ func (e *Engine) Models() *models.Healer {
 	}
 }
 
+// stateFault reports whether err is guard's own state folder failing (a
+// lock or a stamp it cannot write), not the thing being healed: then the
+// call goes on without the heal (README: "When guard cannot work").
+func (e *Engine) stateFault(err error) bool {
+	var pe *fs.PathError
+	if e.c.StateDir == "" || !errors.As(err, &pe) {
+		return false
+	}
+	rel, rerr := filepath.Rel(e.c.StateDir, pe.Path)
+	return rerr == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // ensureModel makes the model file at path good before a llama call loads
 // it: a manifest model is healed (downloaded, verified), an unknown one only
 // checked. A model the call cannot have is a *healError saying why.
 func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool) error {
 	m := e.c.M.ModelByFile(filepath.Base(path))
 	if m == nil {
+		e.debug("model %s: not in the manifest: header check only", path)
 		if err := models.CheckUnknown(path); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return &healError{fmt.Errorf("model %s is missing and the manifest does not know it; add a [[models]] entry with file = %q, size and urls to %s so guard can fetch it", path, filepath.Base(path), e.c.ManifestPath)}
@@ -37,9 +52,14 @@ func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool)
 		}
 		return nil
 	}
-	if e.Models().Check(m, path).Healthy() {
+	st := e.Models().Check(m, path)
+	if st.Healthy() {
+		if e.c.Debug {
+			e.debug("model %s: %s", path, st)
+		}
 		return nil // the fast path: no signal handler, no goroutine
 	}
+	e.debug("model %s: %s; healing", path, st)
 	err := underSignals(ctx, func(ctx context.Context) error {
 		return e.Models().Ensure(ctx, tool, m, path, force)
 	})

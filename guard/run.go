@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
@@ -16,12 +15,19 @@ import (
 // runTool runs the resolved tool once. With watch and anything to watch (a
 // budget from the manifest or GUARD_TIMEOUT, a stall or prompt policy) it is
 // a supervised child writing its stdout to out; otherwise guard becomes the
-// tool, so it costs nothing more.
-func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, args []string, out io.Writer, watch bool) int {
+// tool, so it costs nothing more. healed is the part of the budget a heal
+// before the run has used.
+func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, args []string, out io.Writer, watch bool, healed time.Duration) int {
 	argv := append([]string{real}, args...)
 	env := e.childEnv(tool)
 	budget := cmp.Or(e.c.Timeout, tool.Timeout.D())
+	if budget > 0 {
+		budget = max(budget-healed, time.Millisecond)
+	}
 	if !watch || (budget == 0 && tool.Stall == 0 && tool.Prompts == "") {
+		if e.c.Debug {
+			e.debug("%s: exec %s (nothing to watch)", tool.Name, real)
+		}
 		if err := e.exec(real, argv, env); err != nil {
 			return e.fail(tool.Name, &execError{err})
 		}
@@ -30,6 +36,7 @@ func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, 
 	spec := e.spec(tool, real, argv, env)
 	spec.Budget = budget
 	spec.Stdout = out
+	e.debug("%s: supervise %s: budget %v, stall %v, prompts %q, pty %v", tool.Name, real, spec.Budget, spec.Stall, spec.Prompts, spec.PTY)
 	res := e.run(ctx, spec)
 	e.report(tool.Name, 1, res, spec)
 	return res.Status()
@@ -105,25 +112,7 @@ func promptHint(name string, policy runner.Policy) string {
 // childEnv is guard's environment plus the tool's forced variables and one
 // more level of shim depth.
 func (e *Engine) childEnv(tool *manifest.Tool) []string {
-	env := e.c.Env
-	for k, v := range tool.Env {
-		env = setEnv(env, k, v)
-	}
-	return setEnv(env, depthVar, strconv.Itoa(e.c.Depth+1))
-}
-
-// setEnv sets key in env, dropping earlier entries: with a duplicate, a Go
-// child (the next guard of a shim loop) reads the first one, so an
-// appended GUARD_DEPTH never grew and the loop never ended. env itself is
-// left as it is.
-func setEnv(env []string, key, value string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); k != key {
-			out = append(out, kv)
-		}
-	}
-	return append(out, key+"="+value)
+	return toolEnv(e.c.Env, tool, e.c.Depth)
 }
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s" }

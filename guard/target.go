@@ -41,7 +41,20 @@ func (e *Engine) HealTool(ctx context.Context, tool *manifest.Tool) (string, err
 // missing or broken: a build recipe rebuilds it, a Debian package reinstalls
 // it. A tool that cannot be brought back is a *healError.
 func (e *Engine) target(ctx context.Context, tool *manifest.Tool) (string, error) {
+	return e.healTool(ctx, tool, e.checkTool(tool))
+}
+
+// checkTool is ToolHealth with its debug line.
+func (e *Engine) checkTool(tool *manifest.Tool) ToolHealth {
 	h := e.ToolHealth(tool)
+	if h.OK() && e.c.Debug {
+		e.debug("%s: resolved to %s; binary ok", tool.Name, h.Path)
+	}
+	return h
+}
+
+// healTool is target after the first look, h, at the tool.
+func (e *Engine) healTool(ctx context.Context, tool *manifest.Tool, h ToolHealth) (string, error) {
 	if h.OK() {
 		return h.Path, nil
 	}
@@ -49,6 +62,7 @@ func (e *Engine) target(ctx context.Context, tool *manifest.Tool) (string, error
 	if why == nil {
 		why = errors.New(h.Path + ": " + h.Broken)
 	}
+	e.debug("%s: %v; healing (build %q, package %q)", tool.Name, why, tool.Build, tool.Package)
 	if err := e.healBinary(ctx, tool, why); err != nil {
 		return "", &healError{err}
 	}

@@ -20,6 +20,10 @@ type decoded struct {
 	Manifest *Manifest `json:"manifest"`
 }
 
+// maxDecodedBytes bounds the decoded manifest: a JSON of a MaxBytes
+// manifest is larger than its TOML, never this large.
+const maxDecodedBytes = 8 * MaxBytes
+
 // LoadDecoded is Load for the hot path. Decoding TOML costs a fresh guard
 // process one to two milliseconds, more than everything else a healthy shim
 // call does; a manifest that decoded and validated once is kept in
@@ -40,7 +44,7 @@ func LoadDecoded(path, home, stateDir string) (*Manifest, error) {
 		return Load(asked, home)
 	}
 	file := state.Layout{Dir: stateDir}.DecodedManifest()
-	if data, err := os.ReadFile(file); err == nil {
+	if data, err := state.ReadRegular(file, maxDecodedBytes, true); err == nil {
 		var c decoded
 		if json.Unmarshal(data, &c) == nil && c.Key == key && c.Manifest != nil {
 			return c.Manifest, nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // Defaults for keys the manifest leaves out (or sets to zero).
@@ -29,6 +30,11 @@ const (
 	DefaultLightWords = 8
 	DefaultCacheBytes = 256 << 20
 	DefaultOutput     = "build" // a build recipe's output folder, below its dir
+
+	// MaxBytes bounds a manifest file: far more than any fleet's (10,000
+	// tools is under 1 MiB), and a /dev/zero or a runaway generator is an
+	// error instead of all the memory there is.
+	MaxBytes = 4 << 20
 )
 
 // UserPath returns where the user's manifest lives when nothing names
@@ -40,13 +46,15 @@ func UserPath(home string) string {
 // Load reads and parses the manifest at path. With path "" it reads
 // UserPath(home) and, when that file does not exist, the embedded default;
 // a path that names a missing file (GUARD_MANIFEST, a FILE argument) is an
-// error, because the user asked for that file.
+// error, because the user asked for that file. Only a regular file of at
+// most MaxBytes is read (a link to one is fine: a dotfiles manifest); a
+// FIFO or a device is an error, never a hang.
 func Load(path, home string) (*Manifest, error) {
 	explicit := path != ""
 	if path == "" {
 		path = UserPath(home)
 	}
-	data, err := os.ReadFile(path)
+	data, err := state.ReadRegular(path, MaxBytes, false)
 	if err != nil {
 		if !explicit && errors.Is(err, fs.ErrNotExist) {
 			return Parse(EmbeddedSource, defaultTOML, home)

@@ -55,6 +55,15 @@ func modelPath(i int, names ...string) keyPath {
 	return p
 }
 
+// The llama tools, whose calls plan their own attempts (package shims; the
+// manifest does not import it).
+const (
+	llamaCompletion = "llama-completion"
+	llamaSimple     = "llama-simple"
+)
+
+func isLlamaTool(name string) bool { return name == llamaCompletion || name == llamaSimple }
+
 // unknownKeys reports keys that match no field: usually a typo that would
 // otherwise be silently ignored. Keys under an unknown table are not
 // reported again.
@@ -249,6 +258,10 @@ func (c *checker) tool(m *Manifest, t *Tool) {
 			c.errorf(path("tools", t.Name, "fallback").index(i), "a tool cannot fall back to itself")
 		case m.Tools[f] == nil:
 			c.errorf(path("tools", t.Name, "fallback").index(i), "no tool %q in the manifest", f)
+		case isLlamaTool(t.Name) && (t.Name != llamaCompletion || f != llamaSimple):
+			// A llama call plans its own attempts; anything else would be
+			// accepted here and never run.
+			c.errorf(path("tools", t.Name, "fallback").index(i), "a llama tool's fallbacks are its plan's: llama-simple after a failure (llama-completion only) and the model's fallback after a timeout")
 		}
 	}
 	if t.Timeout < 0 {

@@ -146,6 +146,8 @@ func TestParseErrors(t *testing.T) {
 		{"tool build names no build", "[tools.a]\nbuild = \"nope\"\n", 2, "tools.a.build: no [builds.nope] in the manifest"},
 		{"tool fallback names no tool", "[tools.a]\nfallback = [\"b\"]\n", 2, `tools.a.fallback[0]: no tool "b" in the manifest`},
 		{"tool fallback to itself", "[tools.a]\n[tools.b]\nfallback = [\"a\", \"b\"]\n", 3, "tools.b.fallback[1]: a tool cannot fall back to itself"},
+		{"llama fallback to another tool", "[tools.jq]\n[tools.llama-simple]\n[tools.llama-completion]\nfallback = [\"llama-simple\", \"jq\"]\n", 4,
+			`tools.llama-completion.fallback[1]: a llama tool's fallbacks are its plan's: llama-simple after a failure (llama-completion only) and the model's fallback after a timeout`},
 		{"prompts policy", "[tools.a]\nprompts = \"ask\"\n", 2,
 			`tools.a.prompts: "ask" is not a prompt policy: use "answer", "yes", "kill" or leave it empty`},
 		{"prompts policy in capitals", "[tools.a]\n\nprompts = \"YES\"\n", 3,

@@ -113,3 +113,35 @@ func fields(s string) []string {
 	}
 	return out
 }
+
+func TestForced(t *testing.T) {
+	tests := []struct {
+		name, args, forced string
+		tty                bool
+		want               string
+	}{
+		{"npx", "cowsay hi", "", false, "--yes cowsay hi"},
+		{"npx", "cowsay", "--yes --loglevel error", false, "--yes --loglevel error cowsay"},
+		{"llama-completion", "-m m.gguf -p hi", "", false, "-m m.gguf -p hi -no-cnv"},
+		{"llama-completion", "-m m.gguf -cnv", "", true, "-m m.gguf -cnv"},
+		{"llama-completion", "-m m.gguf -i", "", false, "-m m.gguf -no-cnv"},
+		{"llama-completion", "-m", "", false, "-m"},
+		{"jq", ".a", "-M", false, "-M .a"},
+		{"jq", ".a", "", false, ".a"},
+	}
+	for _, tt := range tests {
+		args := fields(tt.args)
+		before := slices.Clone(args)
+		var forced []string // unset in the manifest
+		if tt.forced != "" {
+			forced = fields(tt.forced)
+		}
+		got := shims.Forced(tt.name, args, forced, tt.tty)
+		if !slices.Equal(got, fields(tt.want)) {
+			t.Errorf("Forced(%s, %q, %q, %v) = %q, want %q", tt.name, tt.args, tt.forced, tt.tty, got, tt.want)
+		}
+		if !slices.Equal(args, before) {
+			t.Errorf("Forced changed its input: %q", args)
+		}
+	}
+}

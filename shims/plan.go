@@ -30,7 +30,14 @@ const (
 	// signal, could not start (missing binary), or exited 0 with nothing on
 	// stdout (llama-completion does that with stdout a pipe).
 	AfterFailure
+	// AfterAny runs when the attempt before ended badly in any way: a
+	// fallback tool of a chain (PlanFallbacks).
+	AfterAny
 )
+
+// Follows reports whether an attempt with trigger t runs after an attempt
+// that ended as how (AfterTimeout or AfterFailure).
+func (t Trigger) Follows(how Trigger) bool { return t == how || t == AfterAny }
 
 // String returns the name used in logs and messages.
 func (t Trigger) String() string {
@@ -41,11 +48,13 @@ func (t Trigger) String() string {
 		return "after-timeout"
 	case AfterFailure:
 		return "after-failure"
+	case AfterAny:
+		return "after-any"
 	}
 	return "trigger(" + strconv.Itoa(int(t)) + ")"
 }
 
-// Attempt is one run a llama call may make.
+// Attempt is one run a call may make.
 type Attempt struct {
 	Tool    string        // shim name of the tool to run
 	Args    []string      // its arguments, without argv[0]
@@ -53,6 +62,25 @@ type Attempt struct {
 	Budget  time.Duration // how long it may run
 	Trigger Trigger
 	Dropped []string // caller flags this attempt cannot pass on, for the log
+
+	// What a llama attempt's Budget was made of, so that the caller can
+	// make it again from a rate measured on this machine (BudgetAt): the
+	// model's base time and the tokens asked for (-1 for none).
+	Base time.Duration
+	N    int
+	// Fixed says Budget is the person's explicit choice (GUARD_TIMEOUT, a
+	// swarm role's budget) and no measured rate replaces it.
+	Fixed bool
+}
+
+// BudgetAt is a's budget at tokensPerSecond instead of the rate it was
+// planned with, within cap (see Budget). A fixed budget, or a rate that is
+// not a positive number, leaves Budget as it is.
+func (a Attempt) BudgetAt(tokensPerSecond float64, cap time.Duration) time.Duration {
+	if a.Fixed || !(tokensPerSecond > 0) || a.Model == "" {
+		return a.Budget
+	}
+	return Budget(a.Base, tokensPerSecond, a.N, a.N >= 0, cap)
 }
 
 // ModelInfo is what the manifest says about the call's model and its
@@ -77,6 +105,10 @@ type LlamaPlanInput struct {
 	Override       time.Duration // GUARD_TIMEOUT, 0 = none
 	FallbackTools  []string      // manifest fallback list
 	PromptFileText string        // text of the -f file, read by the caller
+	// PromptFileUnread says the -f file was not read (a pipe, a device, a
+	// file past the caller's cap): the tool reads it itself, and no
+	// llama-simple attempt is planned, since it needs the text.
+	PromptFileUnread bool
 }
 
 // PlanLlama decides, up front and without I/O, the attempts a llama call may
@@ -95,8 +127,8 @@ type LlamaPlanInput struct {
 //     arguments (defaults included, -no-cnv not) and the first model; what
 //     it cannot pass on is in Dropped. Other FallbackTools entries are
 //     ignored, and so is this attempt when the prompt cannot be passed to
-//     llama-simple (see ToSimple), since it could never run as the caller
-//     meant.
+//     llama-simple (see ToSimple) or the -f file was not read, since it
+//     could never run as the caller meant.
 //
 // Budgets come from Budget with the call's -n (llama-simple's default of 32
 // when it has none) and Cap; Override, when > 0, replaces every budget
@@ -128,26 +160,25 @@ func planCompletion(in LlamaPlanInput) ([]Attempt, error) {
 	}
 	first := model(in.Model.Path, call.Model)
 	args, dropped := prepare(in.Model.Path)
-	plan := []Attempt{{
+	n := tokens(call.N, call.NSet)
+	plan := []Attempt{in.attempt(Attempt{
 		Tool:    LlamaCompletion,
 		Args:    args,
 		Model:   first,
-		Budget:  in.budget(in.Model.Base, in.Model.TPS, call.N, call.NSet),
 		Trigger: First,
 		Dropped: dropped,
-	}}
+	}, in.Model.Base, in.Model.TPS, n)}
 	if fb := in.Model.FallbackPath; fb != "" && fb != first {
 		args, dropped := prepare(fb)
-		plan = append(plan, Attempt{
+		plan = append(plan, in.attempt(Attempt{
 			Tool:    LlamaCompletion,
 			Args:    args,
 			Model:   fb,
-			Budget:  in.budget(in.Model.FallbackBase, in.Model.FallbackTPS, call.N, call.NSet),
 			Trigger: AfterTimeout,
 			Dropped: dropped,
-		})
+		}, in.Model.FallbackBase, in.Model.FallbackTPS, n))
 	}
-	if !slices.Contains(in.FallbackTools, LlamaSimple) {
+	if !slices.Contains(in.FallbackTools, LlamaSimple) || in.PromptFileUnread {
 		return plan, nil
 	}
 	withDefaults := in.Args
@@ -158,15 +189,13 @@ func planCompletion(in LlamaPlanInput) ([]Attempt, error) {
 	if err != nil {
 		return plan, nil // documented: a prompt llama-simple cannot take
 	}
-	n, nSet := simpleN(simpleArgs)
-	return append(plan, Attempt{
+	return append(plan, in.attempt(Attempt{
 		Tool:    LlamaSimple,
 		Args:    simpleArgs,
 		Model:   first,
-		Budget:  in.budget(in.Model.Base, in.Model.TPS, n, nSet),
 		Trigger: AfterFailure,
 		Dropped: dropped,
-	}), nil
+	}, in.Model.Base, in.Model.TPS, simpleN(simpleArgs))), nil
 }
 
 func planSimple(in LlamaPlanInput) ([]Attempt, error) {
@@ -176,7 +205,7 @@ func planSimple(in LlamaPlanInput) ([]Attempt, error) {
 	}
 	n := simpleDefaultN
 	if call.NSet {
-		n = call.N
+		n = max(call.N, -1)
 	}
 	withModel := func(model string) []string {
 		if model == "" {
@@ -185,40 +214,51 @@ func planSimple(in LlamaPlanInput) ([]Attempt, error) {
 		return WithModelSimple(in.Args, model)
 	}
 	first := model(in.Model.Path, call.Model)
-	plan := []Attempt{{
+	plan := []Attempt{in.attempt(Attempt{
 		Tool:    LlamaSimple,
 		Args:    withModel(in.Model.Path),
 		Model:   first,
-		Budget:  in.budget(in.Model.Base, in.Model.TPS, n, true),
 		Trigger: First,
-	}}
+	}, in.Model.Base, in.Model.TPS, n)}
 	if fb := in.Model.FallbackPath; fb != "" && fb != first {
-		plan = append(plan, Attempt{
+		plan = append(plan, in.attempt(Attempt{
 			Tool:    LlamaSimple,
 			Args:    withModel(fb),
 			Model:   fb,
-			Budget:  in.budget(in.Model.FallbackBase, in.Model.FallbackTPS, n, true),
 			Trigger: AfterTimeout,
-		})
+		}, in.Model.FallbackBase, in.Model.FallbackTPS, n))
 	}
 	return plan, nil
 }
 
-// budget is Budget with the input's cap, or the override when there is one.
-func (in LlamaPlanInput) budget(base time.Duration, tps float64, n int, nSet bool) time.Duration {
+// attempt gives a its budget from the model's base and rate for n tokens
+// (-1: as many as it likes) within the input's cap, or the override when
+// there is one, and keeps what the budget was made of.
+func (in LlamaPlanInput) attempt(a Attempt, base time.Duration, tps float64, n int) Attempt {
+	a.Base, a.N = base, n
 	if in.Override > 0 {
-		return in.Override
+		a.Budget, a.Fixed = in.Override, true
+		return a
 	}
-	return Budget(base, tps, n, nSet, in.Cap)
+	a.Budget = Budget(base, tps, n, n >= 0, in.Cap)
+	return a
+}
+
+// tokens is -n as a count, -1 when it is absent or not a count (unlimited).
+func tokens(n int, set bool) int {
+	if !set || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // simpleN returns the -n llama-simple will use for args ToSimple built.
-func simpleN(args []string) (int, bool) {
+func simpleN(args []string) int {
 	call, err := ParseSimple(args)
 	if err != nil || !call.NSet {
-		return simpleDefaultN, true
+		return simpleDefaultN
 	}
-	return call.N, true
+	return max(call.N, -1)
 }
 
 // model prefers the manifest's resolved path over the one in the arguments.

@@ -36,6 +36,8 @@ func TestPlanLlamaCompletion(t *testing.T) {
 			Model:   "/m/Qwen3.gguf",
 			Budget:  35 * sec,
 			Trigger: shims.First,
+			Base:    30 * sec,
+			N:       100,
 		},
 		{
 			Tool:    shims.LlamaCompletion,
@@ -43,6 +45,8 @@ func TestPlanLlamaCompletion(t *testing.T) {
 			Model:   "/m/Qwen2.5.gguf",
 			Budget:  35 * sec,
 			Trigger: shims.AfterTimeout,
+			Base:    30 * sec,
+			N:       100,
 		},
 		{
 			Tool:    shims.LlamaSimple,
@@ -51,6 +55,8 @@ func TestPlanLlamaCompletion(t *testing.T) {
 			Budget:  35 * sec,
 			Trigger: shims.AfterFailure,
 			Dropped: []string{"-t 1"},
+			Base:    30 * sec,
+			N:       100,
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -199,8 +205,8 @@ func TestPlanLlamaSimple(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []shims.Attempt{
-		{Tool: shims.LlamaSimple, Args: fields("-m /m/Qwen3.gguf -n 40 -t 4 hi"), Model: "/m/Qwen3.gguf", Budget: 32 * sec, Trigger: shims.First},
-		{Tool: shims.LlamaSimple, Args: fields("-m /m/Qwen2.5.gguf -n 40 -t 4 hi"), Model: "/m/Qwen2.5.gguf", Budget: 32 * sec, Trigger: shims.AfterTimeout},
+		{Tool: shims.LlamaSimple, Args: fields("-m /m/Qwen3.gguf -n 40 -t 4 hi"), Model: "/m/Qwen3.gguf", Budget: 32 * sec, Trigger: shims.First, Base: 30 * sec, N: 40},
+		{Tool: shims.LlamaSimple, Args: fields("-m /m/Qwen2.5.gguf -n 40 -t 4 hi"), Model: "/m/Qwen2.5.gguf", Budget: 32 * sec, Trigger: shims.AfterTimeout, Base: 30 * sec, N: 40},
 	}
 	if !reflect.DeepEqual(plan, want) {
 		t.Errorf("PlanLlama:\n got %+v\nwant %+v", plan, want)
@@ -237,6 +243,7 @@ func TestTriggerString(t *testing.T) {
 		shims.First:        "first",
 		shims.AfterTimeout: "after-timeout",
 		shims.AfterFailure: "after-failure",
+		shims.AfterAny:     "after-any",
 		shims.Trigger(9):   "trigger(9)",
 	} {
 		if got := tr.String(); got != want {

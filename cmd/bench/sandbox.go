@@ -300,7 +300,7 @@ func indent(s string) string {
 
 // healLogNote sums guard's heal log by event: a healthy call logs nothing,
 // so events in a row that should be healthy mean it did not time the path
-// it meant to (a cache hit logs by design).
+// it meant to (the cache-hit row's warm-up stores its answer).
 func healLogNote(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -58,6 +58,9 @@ func newApp(w guard.World) *cli.App {
 			installCommand, uninstallCommand, statusCommand, healCommand, whichCommand, execCommand,
 			askCommand, cacheCommand, manifestCommand, completionCommand,
 		},
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "verbose", Usage: "print each decision of a call on stderr (as GUARD_DEBUG=1 does for shims): guard --verbose exec NAME -- ARGS"},
+		},
 		Action: rootAction,
 	}
 	app.OnUsageError = usageError("guard", func() []cli.Flag { return append(app.Flags, cli.VersionFlag, cli.HelpFlag) })
@@ -184,8 +187,13 @@ func versionString() string {
 	return fmt.Sprintf("%s (commit %s, %s)", version, commit, runtime.Version())
 }
 
-// worldOf is the World the app was started in.
-func worldOf(ctx *cli.Context) guard.World { return ctx.App.Metadata[worldKey].(guard.World) }
+// worldOf is the World the app was started in, verbose when the global
+// --verbose flag was given.
+func worldOf(ctx *cli.Context) guard.World {
+	w := ctx.App.Metadata[worldKey].(guard.World)
+	w.Verbose = ctx.Bool("verbose")
+	return w
+}
 
 // argsOf is the command line the app was started with.
 func argsOf(ctx *cli.Context) []string {

@@ -302,25 +302,62 @@ urls = [%q]`, badModelSize, srv.URL+path)))
 			call := modelCall("/norange")(t, e)
 			os.MkdirAll(e.StateDir, 0o755)
 			return append([]string{"mount:ro:" + e.StateDir}, call...)
-		}, status: 127, stderr: `heal model m\.gguf: lock .*read-only file system`},
+		}, status: 0, stderr: `heal model m\.gguf: lock .*read-only file system.*\n(guard: .*\n)*guard: running the call without the heal: guard cannot write its state folder`},
 		{name: "read-only state dir, nothing to heal", root: true, setup: func(t *testing.T, e *faultEnv) []string {
 			e.WriteManifest(badManifest(fmt.Sprintf("size = %d", badModelSize)))
 			return []string{"mount:ro:" + e.StateDir, "llama-completion", "-m", goodModel(e), "-p", "hi", "-n", "4"}
 		}, status: 0, stdout: fmt.Sprintf("model bytes: %d\n", badModelSize)},
-		{name: "bad toml", setup: manifestText("[tools.npx\nargs = 1\n"), status: 125,
-			stderr: `guard: npx: .*manifest\.toml:1: expected '\.' or ']' to end table name.*\nguard: fix the manifest \(guard manifest check\) or unset GUARD_MANIFEST`},
-		{name: "unknown key", setup: manifestText("[tools.npx]\nargz = [\"--yes\"]\n"), status: 125,
-			stderr: `manifest\.toml:2: .*unknown key.*argz`},
+		// Fail open: guard cannot work, the tool runs unguarded with the
+		// default's forced flags, and only guard commands exit 125.
+		{name: "bad toml", setup: manifestText("[tools.npx\nargs = 1\n"), status: 0, stdout: "npx --yes cowsay\n",
+			stderr: `^guard: .*manifest\.toml:1: expected '\.' or ']' to end table name.*; running npx unguarded\nguard: fix the manifest \(guard manifest check\) or unset GUARD_MANIFEST\n$`},
+		{name: "unknown key", setup: manifestText("[tools.jq]\ntimout = \"5s\"\n"), status: 0, stdout: "npx --yes cowsay\n",
+			stderr: `^guard: .*manifest\.toml:2: unknown key tools\.jq\.timout \(did you mean timeout\?\); running npx unguarded\n`},
+		{name: "unknown key, guard command", setup: func(t *testing.T, e *faultEnv) []string {
+			e.WriteManifest("[tools.jq]\ntimout = \"5s\"\n")
+			return []string{"guard", "status"}
+		}, status: 125, stderr: `^guard: .*manifest\.toml:2: unknown key tools\.jq\.timout \(did you mean timeout\?\)\nguard: fix the manifest`},
 		{name: "non-https url", setup: manifestText(`[[models]]
 file = "m.gguf"
 size = 10
 urls = ["http://example.com/m.gguf"]
-`), status: 125, stderr: `manifest\.toml:4: .*"http://example\.com/m\.gguf" uses plain http, which is allowed only for loopback hosts`},
+`), status: 0, stdout: "npx --yes cowsay\n", stderr: `manifest\.toml:4: .*"http://example\.com/m\.gguf" uses plain http, which is allowed only for loopback hosts.*; running npx unguarded`},
 		{name: "model size 0", setup: manifestText(`[[models]]
 file = "m.gguf"
 size = 0
 urls = ["https://example.com/m.gguf"]
-`), status: 125, stderr: `manifest\.toml:3: .*size.*must be the file's exact size in bytes, greater than zero`},
+`), status: 0, stdout: "npx --yes cowsay\n", stderr: `manifest\.toml:3: .*size.*must be the file's exact size in bytes, greater than zero; running npx unguarded`},
+		{name: "manifest a FIFO", setup: func(t *testing.T, e *faultEnv) []string {
+			os.Remove(e.Manifest)
+			if err := syscall.Mkfifo(e.Manifest, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"npx", "cowsay"}
+		}, status: 0, stdout: "npx --yes cowsay\n", stderr: `^guard: read manifest: open .*manifest\.toml: not a regular file; running npx unguarded\n`},
+		{name: "manifest /dev/zero", env: []string{"GUARD_MANIFEST=/dev/zero"}, setup: func(t *testing.T, e *faultEnv) []string {
+			return []string{"npx", "cowsay"}
+		}, status: 0, stdout: "npx --yes cowsay\n", stderr: `^guard: read manifest: open /dev/zero: not a regular file; running npx unguarded\n`},
+		{name: "manifest too large", setup: func(t *testing.T, e *faultEnv) []string {
+			e.WriteManifest("# " + strings.Repeat("x", 5<<20) + "\n")
+			return []string{"npx", "cowsay"}
+		}, status: 0, stdout: "npx --yes cowsay\n", stderr: `^guard: read manifest: read .*manifest\.toml: file too large: over 4194304 bytes; running npx unguarded\n`},
+		{name: "log a FIFO", setup: func(t *testing.T, e *faultEnv) []string {
+			if err := syscall.Mkfifo(e.Log, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			return modelCall("/norange")(t, e) // a heal: events to log
+		}, status: 0, stdout: fmt.Sprintf("model bytes: %d\n", badModelSize), stderr: `guard: heal log .*selfheal\.log is not a regular file; heal events are not logged`,
+			check: removeLog},
+		{name: "log a FIFO, guard status", setup: func(t *testing.T, e *faultEnv) []string {
+			if err := syscall.Mkfifo(e.Log, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"guard", "status", "--json"}
+		}, status: 0, stderr: `guard: cannot read the heal log: open .*selfheal\.log: not a regular file; no events shown`,
+			check: removeLog},
+		{name: "GUARD_TIMEOUT typo", env: []string{"GUARD_TIMEOUT=abc"}, setup: func(t *testing.T, e *faultEnv) []string {
+			return []string{"npx", "cowsay"}
+		}, status: 0, stdout: "npx --yes cowsay\n", stderr: `^guard: GUARD_TIMEOUT="abc" is not a duration \(90s\) or a number of seconds; ignored\n$`},
 		{name: "symlinked log in /tmp", setup: func(t *testing.T, e *faultEnv) []string {
 			victim := filepath.Join(e.Dir, "victim")
 			os.WriteFile(victim, []byte("keep me\n"), 0o644)
@@ -368,7 +405,7 @@ urls = ["https://example.com/m.gguf"]
 		{name: "HOME unset", setup: func(t *testing.T, e *faultEnv) []string {
 			e.Env = append(e.Env, "HOME=")
 			return []string{"npx", "cowsay"}
-		}, status: 125, stderr: `^guard: npx: HOME is not set; set it to your home folder\n$`},
+		}, status: 0, stdout: "npx --yes cowsay\n", stderr: `^guard: HOME is not set; running npx unguarded\nguard: set HOME to your home folder\n$`},
 		{name: "unknown model not gguf", setup: func(t *testing.T, e *faultEnv) []string {
 			p := filepath.Join(e.Home, "other.gguf")
 			os.WriteFile(p, []byte("Entry not found"), 0o644)
@@ -442,6 +479,10 @@ urls = ["https://example.com/m.gguf"]
 		})
 	}
 }
+
+// removeLog takes away a FIFO a case planted as the log, which the table's
+// own log check would wait on.
+func removeLog(t *testing.T, e *faultEnv, _ faultResult) { os.Remove(e.Log) }
 
 // badManifest is the table's manifest: a fake llama-completion and npx,
 // a short heal budget so retries end fast, and one model whose size and

@@ -97,6 +97,11 @@ type ModelState struct {
 	// verified against: "manifest" (a pin) or the url whose X-Linked-Etag
 	// gave it.
 	SHA256DeclaredBy string `json:"sha256_declared_by,omitempty"`
+	// Speeds in tokens per second: the manifest's (the prior of every
+	// budget) and the low percentile of the last calls on this machine.
+	DeclaredTPS  float64 `json:"declared_tps,omitempty"`
+	MeasuredTPS  float64 `json:"measured_tps,omitempty"`
+	SpeedSamples int     `json:"speed_samples,omitempty"`
 }
 
 // AuthState says whether a credential file is there; missing never blocks a call.

@@ -30,7 +30,7 @@ func Status(e *guard.Engine, out io.Writer, o StatusOptions) (bool, error) {
 	c := e.Config()
 	r := gather(e)
 	if o.Events > 0 {
-		events, err := heallog.Read(c.LogPath, o.Events, o.Since)
+		events, err := heallog.Read(r.LogPath, o.Events, o.Since)
 		if err != nil {
 			// The report is still worth having without its events.
 			e.Say("cannot read the heal log: %v; no events shown", err)
@@ -79,7 +79,7 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 func gather(e *guard.Engine) *Report {
 	c := e.Config()
 	r := &Report{
-		Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c), Installed: installed(c), LogPath: c.LogPath,
+		Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c), Installed: installed(c), LogPath: e.LogPath(),
 		Shims: shimStates(c), Tools: []ToolState{}, Builds: []BuildState{}, Packages: []PackageState{},
 		Models: []ModelState{}, Auth: []AuthState{}, Events: []heallog.Record{},
 	}
@@ -164,6 +164,8 @@ func modelState(e *guard.Engine, m *manifest.Model) ModelState {
 	}
 	healer := e.Models()
 	st.State = string(healer.Check(m, path))
+	st.DeclaredTPS = m.Budget.TokensPerSecond
+	st.MeasuredTPS, st.SpeedSamples = e.Speeds().Measured(m.File)
 	seen := healer.Seen(m, path)
 	if st.State == "ok" {
 		st.SHA256DeclaredBy = seen.DeclaredBy
@@ -180,6 +182,8 @@ func modelState(e *guard.Engine, m *manifest.Model) ModelState {
 	if until, reason, ok := healer.LastFailure(path); ok {
 		st.RetryAfter, st.Reason = until, reason
 	}
+	st.DeclaredTPS = m.Budget.TokensPerSecond
+	st.MeasuredTPS, st.SpeedSamples = e.Speeds().Measured(m.File)
 	return st
 }
 

@@ -265,6 +265,9 @@ func (p *printer) modelDetail(m ModelState) string {
 	default:
 		s = humanBytes(m.OnDisk) + " of " + humanBytes(m.Size)
 	}
+	if m.SpeedSamples > 0 {
+		s += fmt.Sprintf("  %g tok/s declared, %.1f measured (%d calls)", m.DeclaredTPS, m.MeasuredTPS, m.SpeedSamples)
+	}
 	if !m.RetryAfter.IsZero() {
 		s += fmt.Sprintf("; last heal failed (%s), retried after %s or by guard heal", p.tildeAll(m.Reason), m.RetryAfter.Local().Format("15:04:05"))
 	}

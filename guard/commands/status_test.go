@@ -73,7 +73,10 @@ type documentedReport struct {
 		RetryAfter time.Time `json:"retry_after"`
 		Reason     string    `json:"reason"`
 		// Who declared the sha256 an ok model was verified against.
-		SHA256DeclaredBy string `json:"sha256_declared_by"`
+		SHA256DeclaredBy string  `json:"sha256_declared_by"`
+		DeclaredTPS      float64 `json:"declared_tps"`
+		MeasuredTPS      float64 `json:"measured_tps"`
+		SpeedSamples     int     `json:"speed_samples"`
 	} `json:"models"`
 	Auth []struct {
 		Name  string `json:"name"`

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 )
@@ -115,4 +116,18 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// Within runs f and fails the test when it has not returned after 20
+// seconds: an open or a read that blocks (a FIFO where a file belongs)
+// fails the test instead of hanging the suite. f keeps running.
+func Within(t testing.TB, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s blocked", what)
+	}
 }

@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -44,6 +46,10 @@ type Log struct {
 	Path     string
 	MaxBytes int64
 	Warn     io.Writer // where a refusal to open is reported (stderr)
+	// Fallback, when set, takes the events when Path cannot be opened: the
+	// shared default in /tmp that another user created first. The person
+	// is told where the events go once, when Fallback is created.
+	Fallback string
 
 	once   sync.Once
 	mu     sync.Mutex
@@ -115,6 +121,9 @@ func (l *Log) Close() error {
 
 func (l *Log) open() {
 	f, err := OpenFile(l.Path, l.MaxBytes)
+	if err != nil && l.Fallback != "" {
+		f, err = l.openFallback(err)
+	}
 	if err != nil {
 		if l.Warn != nil {
 			fmt.Fprintf(l.Warn, "guard: %v; heal events are not logged (set GUARD_LOG to a file of your own)\n", err)
@@ -134,15 +143,51 @@ func (l *Log) open() {
 	l.logger = zap.New(zapcore.NewCore(enc, zapcore.AddSync(f), zapcore.DebugLevel))
 }
 
+// openFallback opens the per-user log after Path failed with why, and says
+// so when it creates the file: the first time, not on every call.
+func (l *Log) openFallback(why error) (*os.File, error) {
+	_, statErr := os.Lstat(l.Fallback)
+	if err := os.MkdirAll(filepath.Dir(l.Fallback), 0o700); err != nil {
+		return nil, why
+	}
+	f, err := OpenFile(l.Fallback, l.MaxBytes)
+	if err != nil {
+		return nil, why
+	}
+	if errors.Is(statErr, fs.ErrNotExist) && l.Warn != nil {
+		fmt.Fprintf(l.Warn, "guard: %v; heal events go to %s instead\n", why, l.Fallback)
+	}
+	return f, nil
+}
+
+// Where is the file heal events for path go to, given its fallback (""
+// for none): path, unless it is there and cannot be guard's log (another
+// user's file, a link, not a regular file) and a fallback is set. It is
+// what guard status reads; it costs an lstat, so a call does not ask it.
+func Where(path, fallback string) string {
+	if fallback == "" {
+		return path
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || (fi.Mode().IsRegular() && state.Owned(fi)) {
+		return path
+	}
+	return fallback
+}
+
 // OpenFile opens path for appending the way state.OpenLog opens every log
-// (no symlink at the last element, created 0600, rotated to path+".1" past
-// maxBytes). It refuses a file that is not regular or that another user
-// owns (a planted /tmp/selfheal.log).
+// (no symlink at the last element, nothing but a regular file, created
+// 0600, rotated to path+".1" past maxBytes). It refuses a file that another
+// user owns (a planted /tmp/selfheal.log).
 func OpenFile(path string, maxBytes int64) (*os.File, error) {
 	f, err := state.OpenLog(path, maxBytes)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, fmt.Errorf("heal log %s is a symlink; refusing to follow it", path)
+		}
+		if errors.Is(err, state.ErrNotRegular) || errors.Is(err, syscall.ENXIO) {
+			// ENXIO: a FIFO nobody reads, opened without blocking.
+			return nil, fmt.Errorf("heal log %s is not a regular file", path)
 		}
 		return nil, fmt.Errorf("open heal log: %w", err)
 	}
@@ -150,10 +195,6 @@ func OpenFile(path string, maxBytes int64) (*os.File, error) {
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("stat heal log: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("heal log %s is not a regular file", path)
 	}
 	if !state.Owned(fi) {
 		f.Close()

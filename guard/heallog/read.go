@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"slices"
-	"syscall"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // The log is read from its end, a block at a time, newest event first:
@@ -55,8 +55,7 @@ func Read(path string, n int, since time.Time) ([]Record, error) {
 // the older file need not be read: out holds n events, or one older than
 // since was met.
 func readFile(path string, n int, since time.Time, out *[]Record) (bool, error) {
-	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	f, err := state.OpenRegular(path, true) // a FIFO planted at the log's path must not hold guard status
 	if err != nil {
 		return false, err
 	}

@@ -11,12 +11,14 @@ import (
 // maxBytes (0: no cap) is first rotated to path+".1", replacing the older
 // rotation, so a log never fills the disk. Only a file of guard's own user
 // is rotated: another user's file (a planted /tmp/selfheal.log) is left for
-// the caller to refuse. The error is os.OpenFile's, which names the file.
+// the caller to refuse. The open is non-blocking and anything but a regular
+// file is refused (ErrNotRegular): a FIFO planted at the log's path must
+// neither hold the call nor swallow its events. The error names the file.
 func OpenLog(path string, maxBytes int64) (*os.File, error) {
 	if fi, err := os.Lstat(path); err == nil && maxBytes > 0 && fi.Mode().IsRegular() && fi.Size() > maxBytes && Owned(fi) {
 		_ = os.Rename(path, path+".1")
 	}
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	return openRegular(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 }
 
 // Owned reports whether fi belongs to the user guard runs as.

@@ -41,6 +41,14 @@ func (l Layout) Builds() string { return filepath.Join(l.Dir, "builds") }
 // a shim folder a sandbox evicted whole.
 func (l Layout) Installed() string { return filepath.Join(l.Dir, "installed") }
 
+// HealLog is the per-user heal log, used when the shared default
+// (/tmp/selfheal.log) belongs to another user.
+func (l Layout) HealLog() string { return filepath.Join(l.Dir, "selfheal.log") }
+
+// Speeds holds the speeds each model generated at on this machine, from
+// which llama budgets are learned.
+func (l Layout) Speeds() string { return filepath.Join(l.Dir, "speeds.json") }
+
 // DecodedManifest is the manifest decoded once and kept as JSON, so a shim
 // call does not decode TOML.
 func (l Layout) DecodedManifest() string { return filepath.Join(l.Dir, "manifest.json") }

@@ -24,6 +24,8 @@ func TestLayout(t *testing.T) {
 		l.Builds():          "/s/builds",
 		l.Installed():       "/s/installed",
 		l.DecodedManifest(): "/s/manifest.json",
+		l.HealLog():         "/s/selfheal.log",
+		l.Speeds():          "/s/speeds.json",
 	} {
 		if got != want {
 			t.Errorf("got %s, want %s", got, want)

@@ -1,0 +1,58 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/speed"
+	"github.com/sandbox-guard/guard/shims"
+)
+
+// Speeds is the store of the speeds each model generated at on this
+// machine (README: "llama calls: budgets, fallbacks, cache").
+func (e *Engine) Speeds() *speed.Store {
+	host, _ := os.Hostname()
+	return &speed.Store{Path: e.c.State().Speeds(), Machine: host}
+}
+
+// attemptBudget is how long attempt a may run: its planned budget, made
+// again from the speed measured on this machine once there is one (the
+// manifest's rate is only the prior), within the cap. The call's budget
+// still ends it sooner when less is left (ctx). Only a manifest model has a
+// budget to learn; a fixed one (GUARD_TIMEOUT) stays.
+func (e *Engine) attemptBudget(ctx context.Context, a shims.Attempt) time.Duration {
+	d := a.Budget
+	if m := e.c.M.ModelByFile(filepath.Base(a.Model)); m != nil && !a.Fixed {
+		if tps, ok := e.Speeds().Rate(m.File); ok {
+			d = a.BudgetAt(tps, e.c.M.Budget.Cap.D())
+			e.debug("%s: budget %s from %.1f tokens/s measured here (declared %g: %s)", describe(a), secs(d), tps, m.Budget.TokensPerSecond, secs(a.Budget))
+			return d
+		}
+	}
+	e.debug("%s: budget %s", describe(a), secs(d))
+	return d
+}
+
+// learn records the speed a good attempt of a manifest model generated at
+// and logs budget.learned when the rate budgets use moved by more than
+// speed.News since it was last logged (the declared rate at first).
+func (e *Engine) learn(name string, a shims.Attempt, tps float64) {
+	m := e.c.M.ModelByFile(filepath.Base(a.Model))
+	if m == nil {
+		return
+	}
+	c, err := e.Speeds().Record(m.File, tps, m.Budget.TokensPerSecond)
+	if err != nil {
+		e.debug("%s: speed %.1f tokens/s not recorded: %v", describe(a), tps, err)
+		return
+	}
+	e.debug("%s: generated at %.1f tokens/s; budgets use %.1f", describe(a), tps, c.To)
+	if c.Learned {
+		e.Event(heallog.Event{Event: "budget.learned", Tool: name, Target: a.Model, Result: "ok",
+			Reason: fmt.Sprintf("%s: budgets use %.1f tokens/s instead of %.1f (declared %g; the low percentile of the last calls here, halved)", m.File, c.To, c.From, m.Budget.TokensPerSecond)})
+	}
+}

@@ -1,0 +1,113 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// ErrNotRegular is the error for a FIFO, a device, a socket or a folder
+// where guard expects a file; ErrTooLarge for a file past its reader's
+// limit.
+var (
+	ErrNotRegular = errors.New("not a regular file")
+	ErrTooLarge   = errors.New("file too large")
+)
+
+// OpenRegular opens path for reading only when it is a regular file. A FIFO
+// or a device where guard expects a file (a planted /tmp/selfheal.log,
+// GUARD_MANIFEST=/dev/zero, a prompt file that is a pipe) would block the
+// open or never end the read, so the open is non-blocking and what it
+// opened is checked before a byte is read. With nofollow a symlink at the
+// last element is refused (ELOOP): guard's own files in shared folders.
+// The person's own files (the manifest, a prompt file) may be links.
+func OpenRegular(path string, nofollow bool) (*os.File, error) {
+	flags := os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+	if nofollow {
+		flags |= syscall.O_NOFOLLOW
+	}
+	return openRegular(path, flags, 0)
+}
+
+// openRegular opens path with flags (which hold O_NONBLOCK, so that a FIFO
+// cannot hold the open) and keeps the file only when it is a regular one.
+func openRegular(path string, flags int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flags, perm)
+	if err != nil {
+		return nil, err
+	}
+	if err := isRegular(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// ReadRegular reads the regular file at path (see OpenRegular), which must
+// hold at most limit bytes: a longer one is an error wrapping ErrTooLarge,
+// read no further than one byte past the limit. It works on the descriptor
+// directly (one buffer sized by fstat, no poller), since a shim call reads
+// the decoded manifest through it on every call.
+func ReadRegular(path string, limit int64, nofollow bool) ([]byte, error) {
+	flags := syscall.O_RDONLY | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+	if nofollow {
+		flags |= syscall.O_NOFOLLOW
+	}
+	fd, err := openFD(path, flags)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	// Size 0 may still hold bytes (/proc): read on until end of file.
+	buf := make([]byte, 0, min(max(st.Size, 512), limit)+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)}
+		}
+	}
+}
+
+func openFD(path string, flags int) (int, error) {
+	for {
+		fd, err := syscall.Open(path, flags, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
+}
+
+// isRegular returns a *fs.PathError wrapping ErrNotRegular unless f is a
+// regular file.
+func isRegular(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return &fs.PathError{Op: "open", Path: f.Name(), Err: ErrNotRegular}
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package state_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
+	"github.com/sandbox-guard/guard/guard/state"
+)
+
+func TestReadRegularRefusesWhatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, "/dev/zero", dir} {
+		guardtest.Within(t, "ReadRegular("+path+")", func() {
+			if _, err := state.ReadRegular(path, 1<<20, false); !errors.Is(err, state.ErrNotRegular) || !strings.Contains(err.Error(), path) {
+				t.Errorf("ReadRegular(%s) = %v, want ErrNotRegular naming the path", path, err)
+			}
+		})
+	}
+}
+
+func TestReadRegularLimitAndLinks(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.toml")
+	guardtest.WriteFile(t, path, "0123456789", 0o600)
+	if b, err := state.ReadRegular(path, 10, false); err != nil || string(b) != "0123456789" {
+		t.Fatalf("a file of exactly the limit: %q, %v", b, err)
+	}
+	if _, err := state.ReadRegular(path, 9, false); !errors.Is(err, state.ErrTooLarge) {
+		t.Fatalf("a file over the limit: %v, want ErrTooLarge", err)
+	}
+	link := filepath.Join(dir, "link.toml")
+	os.Symlink(path, link)
+	if b, err := state.ReadRegular(link, 100, false); err != nil || string(b) != "0123456789" {
+		t.Fatalf("following a link: %q, %v", b, err)
+	}
+	if _, err := state.ReadRegular(link, 100, true); !errors.Is(err, syscall.ELOOP) {
+		t.Fatalf("nofollow on a link: %v, want ELOOP", err)
+	}
+	if _, err := state.ReadRegular(filepath.Join(dir, "none"), 100, false); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a missing file: %v", err)
+	}
+}
+
+func TestOpenLogRefusesAFIFOWithoutBlocking(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "selfheal.log")
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	guardtest.Within(t, "OpenLog of a FIFO", func() {
+		f, err := state.OpenLog(fifo, 0)
+		if err == nil {
+			f.Close()
+			t.Error("OpenLog opened a FIFO")
+		}
+	})
+	// A reader on the other end (someone waiting to swallow the log) must
+	// not make it a log either.
+	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	guardtest.Within(t, "OpenLog of a FIFO with a reader", func() {
+		if f, err := state.OpenLog(fifo, 0); err == nil {
+			f.Close()
+			t.Error("OpenLog opened a FIFO that has a reader")
+		}
+	})
+}
