@@ -47,7 +47,7 @@ func TestFallbackRunsForAnyTool(t *testing.T) {
 	if got := b.e.call(context.Background(), "jq", []string{".a"}); got != 0 {
 		t.Fatalf("status %d; stderr %s", got, b.stderr.String())
 	}
-	if b.stdout.String() != "whole\n" {
+	if b.stdout.String() != "whole\n\n" {
 		t.Errorf("stdout %q: only a good attempt's output may reach it", b.stdout.String())
 	}
 	if len(b.specs) != 2 || b.specs[0].Budget != 5*time.Second || !slices.Equal(b.specs[0].Argv[1:], []string{"-M", ".a"}) {
@@ -106,7 +106,7 @@ func TestLlamaRetriesAnEmptyAnswerOnce(t *testing.T) {
 	if got := b.e.call(context.Background(), "llama-completion", args); got != 0 {
 		t.Fatalf("status %d; stderr %s", got, b.stderr.String())
 	}
-	if b.stdout.String() != "four\n" || len(b.specs) != 2 {
+	if b.stdout.String() != "four\n\n" || len(b.specs) != 2 {
 		t.Fatalf("stdout %q after %d runs", b.stdout.String(), len(b.specs))
 	}
 	first, again := b.specs[0], b.specs[1]
@@ -119,7 +119,7 @@ func TestLlamaRetriesAnEmptyAnswerOnce(t *testing.T) {
 	if names := b.logNames(); !slices.Contains(names, "retry") || slices.Contains(names, "fallback") {
 		t.Errorf("events %v, want a retry and no fallback", names)
 	}
-	if !strings.Contains(b.stderr.String(), "guard: llama-completion: exited 0 with nothing on stdout; trying it once more") {
+	if !strings.Contains(b.stderr.String(), "guard: llama-completion: exit 0 with nothing on stdout; trying it once more") {
 		t.Errorf("stderr %q", b.stderr.String())
 	}
 }
@@ -135,7 +135,7 @@ func TestLlamaRetryThenFallsBack(t *testing.T) {
 	for _, s := range b.specs {
 		tools = append(tools, filepath.Base(s.Path))
 	}
-	if !slices.Equal(tools, []string{"llama-completion", "llama-completion", "llama-simple"}) || b.stdout.String() != "simple\n" {
+	if !slices.Equal(tools, []string{"llama-completion", "llama-completion", "llama-simple"}) || b.stdout.String() != "simple\n\n" {
 		t.Errorf("ran %v, stdout %q", tools, b.stdout.String())
 	}
 }
@@ -149,7 +149,7 @@ func TestCacheHitDoesNotTouchTheLog(t *testing.T) {
 	b.events() // flush
 	os.Remove(filepath.Join(b.dir, "selfheal.log"))
 	b.stdout.Reset()
-	if got := b.e.call(context.Background(), "llama-completion", args); got != 0 || b.stdout.String() != "four\n" || len(b.specs) != 1 {
+	if got := b.e.call(context.Background(), "llama-completion", args); got != 0 || b.stdout.String() != "four\n\n" || len(b.specs) != 1 {
 		t.Fatalf("repeat: status %d, stdout %q, %d runs", got, b.stdout.String(), len(b.specs))
 	}
 	b.e.Close()
@@ -297,5 +297,36 @@ func TestLlamaLearnsTheMachinesSpeed(t *testing.T) {
 	b.e.call(context.Background(), "llama-completion", args)
 	if got := b.specs[len(b.specs)-1].Budget; got != 7*time.Second {
 		t.Errorf("with GUARD_TIMEOUT: budget %v", got)
+	}
+}
+
+// The real llama-completion's logger can also lose the end of an answer:
+// exit 0 without the blank line it writes last. That answer is not passed
+// on (nor cached): it is retried, then the plan falls back.
+func TestLlamaRetriesAnAnswerCutShort(t *testing.T) {
+	b := llamaBed(t)
+	cut := runner.Result{Outcome: runner.Exited, Stdout: runner.NewOutput([]byte(" question 4\xb6\x94F")), StdoutN: 15}
+	b.runs = []runner.Result{cut, answer("whole answer\n")}
+	args := []string{"-m", b.model("fast.gguf"), "-p", "question 4"}
+	if got := b.e.call(context.Background(), "llama-completion", args); got != 0 || b.stdout.String() != "whole answer\n\n" {
+		t.Fatalf("status %d, stdout %q; stderr %s", got, b.stdout.String(), b.stderr.String())
+	}
+	if !strings.Contains(b.stderr.String(), "guard: llama-completion: exit 0 with its answer cut short (no final blank line); trying it once more") {
+		t.Errorf("stderr %q", b.stderr.String())
+	}
+	// Cut short twice: llama-simple answers, and nothing cut reaches stdout.
+	b = llamaBed(t)
+	b.runs = []runner.Result{cut, cut, answer("simple\n")}
+	if got := b.e.call(context.Background(), "llama-completion", args); got != 0 || b.stdout.String() != "simple\n\n" {
+		t.Fatalf("twice cut: status %d, stdout %q", got, b.stdout.String())
+	}
+	// A streamed answer (no fallback to buffer for) is already out: judged
+	// only by its exit status, as before.
+	b = llamaBed(t)
+	b.e.c.M.Tools["llama-completion"].Fallback = nil
+	guardtest.WriteGGUF(t, b.model("q3.gguf"), 96)
+	b.runs = []runner.Result{cut}
+	if got := b.e.call(context.Background(), "llama-completion", []string{"-m", b.model("q3.gguf"), "-p", "x"}); got != 0 || len(b.specs) != 1 {
+		t.Errorf("streamed: status %d after %d runs", got, len(b.specs))
 	}
 }

@@ -183,13 +183,13 @@ func (e *Engine) runAttempts(ctx context.Context, b budget, name string, attempt
 		}
 		bud := e.attemptBudget(ctx, a)
 		res, why := e.attempt(ctx, b, name, ran, a, bud, live)
-		if emptyAnswer(a, res) && bud-res.Elapsed > 0 && ctx.Err() == nil {
-			// llama.cpp's async logger can lose the answer at exit (README:
-			// "llama calls"); a fresh run in what is left of the budget
-			// usually answers.
+		if lostAnswer(a, res, live == nil) && bud-res.Elapsed > 0 && ctx.Err() == nil {
+			// llama.cpp's async logger can lose the answer, or its end, at
+			// exit (README: "llama calls"); a fresh run in what is left of
+			// the budget usually answers whole.
 			lines = append(lines, attemptLine(ran, a, why, res))
 			e.Event(heallog.Event{Level: "warn", Event: "retry", Tool: name, Target: describe(a), Reason: why, Attempt: ran + 1})
-			e.Say("%s: exited 0 with nothing on stdout; trying it once more", a.Tool)
+			e.Say("%s: %s; trying it once more", a.Tool, why)
 			ran++
 			o.Attempts = ran
 			res, why = e.attempt(ctx, b, name, ran, a, bud-res.Elapsed, live)
@@ -231,10 +231,20 @@ func (e *Engine) runAttempts(ctx context.Context, b budget, name string, attempt
 	return 2
 }
 
-// emptyAnswer reports whether res is llama-completion's lost answer: exit
-// 0 with nothing on stdout.
-func emptyAnswer(a shims.Attempt, res runner.Result) bool {
-	return a.Tool == shims.LlamaCompletion && res.Outcome == runner.Exited && res.Code == 0 && res.StdoutN == 0
+// lostAnswer reports whether res is llama-completion's answer lost to its
+// logger at exit: exit 0 with nothing on stdout, or (when the answer was
+// buffered, so that it can still be judged before it is printed) cut short.
+func lostAnswer(a shims.Attempt, res runner.Result, buffered bool) bool {
+	return a.Tool == shims.LlamaCompletion && res.Outcome == runner.Exited && res.Code == 0 &&
+		(res.StdoutN == 0 || buffered && cutShort(a, res))
+}
+
+// cutShort reports whether a llama-completion answer lacks the blank line
+// llama-completion writes last (its final LOG("\n\n"), before its
+// timings): the logger lost the end of the answer, and an answer cut short
+// must not pass for a whole one, nor be cached.
+func cutShort(a shims.Attempt, res runner.Result) bool {
+	return a.Tool == shims.LlamaCompletion && a.Model != "" && res.StdoutN > 0 && !res.Stdout.EndsWith("\n\n")
 }
 
 // withModel names an attempt for a person: "llama-simple with q3.gguf".
@@ -298,7 +308,7 @@ func (e *Engine) attempt(ctx context.Context, b budget, name string, n int, a sh
 	}
 	res := e.run(ctx, spec)
 	e.report(name, n, res, spec)
-	why := verdict(a, res, bud)
+	why := verdict(a, res, bud, live == nil)
 	if why != "" {
 		res.Stdout.Close() // a failed attempt's output is never printed
 	}
@@ -310,11 +320,14 @@ func (e *Engine) attempt(ctx context.Context, b budget, name string, n int, a sh
 	return res, why
 }
 
-// verdict says why an attempt's run failed, "" when it answered.
-func verdict(a shims.Attempt, res runner.Result, bud time.Duration) string {
+// verdict says why an attempt's run failed, "" when it answered; a
+// buffered answer is judged whole or cut short before it is printed.
+func verdict(a shims.Attempt, res runner.Result, bud time.Duration, buffered bool) string {
 	switch {
 	case isLlama(a.Tool) && res.Outcome == runner.Exited && res.Code == 0 && res.StdoutN == 0:
 		return "exit 0 with nothing on stdout"
+	case buffered && res.Outcome == runner.Exited && res.Code == 0 && cutShort(a, res):
+		return "exit 0 with its answer cut short (no final blank line)"
 	case res.Outcome == runner.Exited && res.Code == 0:
 		return ""
 	case res.Outcome == runner.Exited:

@@ -61,7 +61,10 @@ func llamaBed(t *testing.T, env ...string) *testBed {
 
 func (b *testBed) model(name string) string { return filepath.Join(b.dir, "models", name) }
 
+// answer is a run that printed text as llama-completion prints an answer:
+// followed by the blank line it writes last.
 func answer(text string) runner.Result {
+	text += "\n"
 	return runner.Result{Outcome: runner.Exited, Stdout: runner.NewOutput([]byte(text)), StdoutN: int64(len(text)), Elapsed: time.Second}
 }
 
@@ -72,7 +75,7 @@ func TestLlamaAnswersAndCachesTheAnswer(t *testing.T) {
 	if got := b.e.call(context.Background(), "llama-completion", args); got != 0 {
 		t.Fatalf("status %d; stderr %s", got, b.stderr.String())
 	}
-	if b.stdout.String() != "four\n" {
+	if b.stdout.String() != "four\n\n" {
 		t.Errorf("stdout %q", b.stdout.String())
 	}
 	s := b.specs[0]
@@ -85,7 +88,7 @@ func TestLlamaAnswersAndCachesTheAnswer(t *testing.T) {
 	b.event("cache.store")
 
 	b.stdout.Reset()
-	if got := b.e.call(context.Background(), "llama-completion", args); got != 0 || b.stdout.String() != "four\n" {
+	if got := b.e.call(context.Background(), "llama-completion", args); got != 0 || b.stdout.String() != "four\n\n" {
 		t.Fatalf("repeat: status %d, stdout %q", got, b.stdout.String())
 	}
 	if len(b.specs) != 1 {
@@ -99,7 +102,7 @@ func TestLlamaCacheOff(t *testing.T) {
 	args := []string{"-m", b.model("fast.gguf"), "-p", "hi"}
 	b.e.call(context.Background(), "llama-completion", args)
 	b.e.call(context.Background(), "llama-completion", args)
-	if len(b.specs) != 2 || b.stdout.String() != "a\nb\n" {
+	if len(b.specs) != 2 || b.stdout.String() != "a\n\nb\n\n" {
 		t.Errorf("%d runs, stdout %q", len(b.specs), b.stdout.String())
 	}
 }
@@ -111,7 +114,7 @@ func TestLlamaFailureFallsBackToSimple(t *testing.T) {
 	if got := b.e.call(context.Background(), "llama-completion", args); got != 0 {
 		t.Fatalf("status %d; stderr %s", got, b.stderr.String())
 	}
-	if b.stdout.String() != "whole\n" {
+	if b.stdout.String() != "whole\n\n" {
 		t.Errorf("stdout %q: a failed attempt's output leaked", b.stdout.String())
 	}
 	second := b.specs[1]
@@ -282,7 +285,7 @@ func TestLlamaPromptFileIsPartOfTheKey(t *testing.T) {
 	b.e.call(context.Background(), "llama-completion", args)
 	guardtest.WriteFile(t, prompt, "two", 0o644)
 	b.e.call(context.Background(), "llama-completion", args)
-	if len(b.specs) != 2 || b.stdout.String() != "answer 1\nanswer 2\n" {
+	if len(b.specs) != 2 || b.stdout.String() != "answer 1\n\nanswer 2\n\n" {
 		t.Errorf("%d runs, stdout %q", len(b.specs), b.stdout.String())
 	}
 	os.Remove(prompt)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // CaptureMemory is how much of a run's stdout Capture keeps in memory; the
@@ -23,11 +24,19 @@ type Output struct {
 	n     int64    // bytes written
 	dir   string   // where to spill; "" keeps only mem
 	drops bool     // bytes past mem were not kept (no dir)
+	end   []byte   // the last bytes written, at most endBytes
 }
+
+// endBytes is how much of the output's end EndsWith can look at.
+const endBytes = 8
 
 // NewOutput returns an Output holding b, as a run that printed b would
 // leave it (for callers that replay or fake a run).
-func NewOutput(b []byte) *Output { return &Output{mem: b, n: int64(len(b))} }
+func NewOutput(b []byte) *Output {
+	o := &Output{mem: b, n: int64(len(b))}
+	o.keepEnd(b)
+	return o
+}
 
 func newOutput(spillDir string) *Output { return &Output{dir: spillDir} }
 
@@ -35,6 +44,7 @@ func newOutput(spillDir string) *Output { return &Output{dir: spillDir} }
 // memory rather than being lost.
 func (o *Output) Write(p []byte) (int, error) {
 	o.n += int64(len(p))
+	o.keepEnd(p)
 	if room := CaptureMemory - len(o.mem); room > 0 {
 		k := min(room, len(p))
 		o.mem = append(o.mem, p[:k]...)
@@ -85,6 +95,24 @@ func spillFile(dir string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// keepEnd keeps the last endBytes of everything written so far.
+func (o *Output) keepEnd(p []byte) {
+	if len(p) >= endBytes {
+		o.end = append(o.end[:0], p[len(p)-endBytes:]...)
+		return
+	}
+	o.end = append(o.end, p...)
+	if extra := len(o.end) - endBytes; extra > 0 {
+		o.end = append(o.end[:0], o.end[extra:]...)
+	}
+}
+
+// EndsWith reports whether the output ends with suffix (of at most 8
+// bytes), however much of it was spilled.
+func (o *Output) EndsWith(suffix string) bool {
+	return o != nil && len(suffix) <= endBytes && strings.HasSuffix(string(o.end), suffix)
 }
 
 // Len is how many bytes the run printed.

@@ -97,3 +97,31 @@ func TestOutputNilAndFixed(t *testing.T) {
 		t.Fatalf("NewOutput replays %q (%d, %v)", got.String(), n, err)
 	}
 }
+
+// EndsWith sees the output's last bytes however they were written: in one
+// piece, a byte at a time, or past the part kept in memory.
+func TestOutputEndsWith(t *testing.T) {
+	for _, writes := range [][]string{
+		{"answer\n\n"},
+		{"a", "n", "s", "w", "e", "r", "\n", "\n"},
+		{"answer\n", "\n"},
+	} {
+		o := newOutput("")
+		for _, w := range writes {
+			o.Write([]byte(w))
+		}
+		if !o.EndsWith("\n\n") || o.EndsWith("r\n\n\n") {
+			t.Errorf("%q: EndsWith wrong (end %q)", writes, o.end)
+		}
+	}
+	o := newOutput(t.TempDir())
+	o.Write(make([]byte, CaptureMemory+10))
+	o.Write([]byte("cut"))
+	if o.EndsWith("\n") || !o.EndsWith("\x00cut") {
+		t.Errorf("spilled output: end %q", o.end)
+	}
+	o.Close()
+	if !NewOutput([]byte("x\n\n")).EndsWith("\n\n") || (*Output)(nil).EndsWith("") {
+		t.Error("NewOutput or a nil Output")
+	}
+}

@@ -7,5 +7,6 @@ int main(int argc, char **argv) {
         printf("arg: %s\n", argv[i]);
     }
     fixture_hello(TOOL_NAME);
+    printf("\n"); /* llama-completion ends its answer with a blank line */
     return 0;
 }
