@@ -43,6 +43,11 @@ func newOutput(spillDir string) *Output { return &Output{dir: spillDir} }
 // Write keeps p. It never fails: output that cannot be spilled stays in
 // memory rather than being lost.
 func (o *Output) Write(p []byte) (int, error) {
+	o.keep(p)
+	return len(p), nil // all of p is kept, in memory or spilled: never a short write
+}
+
+func (o *Output) keep(p []byte) {
 	o.n += int64(len(p))
 	o.keepEnd(p)
 	if room := CaptureMemory - len(o.mem); room > 0 {
@@ -51,7 +56,7 @@ func (o *Output) Write(p []byte) (int, error) {
 		p = p[k:]
 	}
 	if len(p) == 0 {
-		return len(p), nil
+		return
 	}
 	switch {
 	case o.dir == "":
@@ -63,7 +68,7 @@ func (o *Output) Write(p []byte) (int, error) {
 			f, err := spillFile(o.dir)
 			if err != nil {
 				o.tail = append(o.tail, p...)
-				return len(p), nil
+				return
 			}
 			o.file = f
 		}
@@ -71,7 +76,6 @@ func (o *Output) Write(p []byte) (int, error) {
 			o.tail = append(o.tail, p[n:]...)
 		}
 	}
-	return len(p), nil
 }
 
 // spillFile creates an anonymous file below dir: created exclusively, mode

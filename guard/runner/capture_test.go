@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,5 +124,22 @@ func TestOutputEndsWith(t *testing.T) {
 	o.Close()
 	if !NewOutput([]byte("x\n\n")).EndsWith("\n\n") || (*Output)(nil).EndsWith("") {
 		t.Error("NewOutput or a nil Output")
+	}
+}
+
+// Write reports every byte written as written, whether kept in memory or
+// spilled: a short count with a nil error breaks io.Copy (short write).
+func TestOutputWriteIsNeverShort(t *testing.T) {
+	o := newOutput(t.TempDir())
+	defer o.Close()
+	o.Write(make([]byte, CaptureMemory-10))
+	if n, err := o.Write(make([]byte, 100)); n != 100 || err != nil {
+		t.Fatalf("Write across the memory limit = %d, %v", n, err)
+	}
+	if n, err := io.Copy(o, bytes.NewReader(make([]byte, 1000))); n != 1000 || err != nil {
+		t.Fatalf("io.Copy = %d, %v", n, err)
+	}
+	if o.Len() != CaptureMemory-10+100+1000 {
+		t.Errorf("Len %d", o.Len())
 	}
 }
