@@ -139,11 +139,11 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 	}
 	fmt.Fprintf(out, "restores itself from: %s\n", restoreSources(o))
 	if !sameFileFirst(c.PathEnv, o.ShimDir) {
-		fmt.Fprintf(out, "next: put the shims first in this shell's PATH:\n  export PATH=\"%s:$PATH\"\n", o.ShimDir)
+		fmt.Fprintf(out, "next: put the shims first in this shell's PATH:\n  %s\n", install.ExportPath(o.ShimDir))
 	}
-	fmt.Fprintf(out, "agent harness that starts commands without a login shell: add to its environment\n  PATH=%s:$PATH", o.ShimDir)
+	fmt.Fprintf(out, "agent harness that starts commands without a login shell: add to its environment\n  %s", install.EnvPath(o.ShimDir))
 	if f.BashEnv {
-		fmt.Fprintf(out, " BASH_ENV=%s", o.EnvHook())
+		fmt.Fprintf(out, " BASH_ENV=%s", install.ShellWord(o.EnvHook()))
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "then: guard status")

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/install"
 )
 
 // Report is what `guard status --json` prints; the README documents it.
@@ -129,7 +130,7 @@ const (
 )
 
 // fixPath is the line that puts the shim folder first in this shell.
-func fixPath(shimDir string) string { return `export PATH="` + shimDir + `:$PATH"` }
+func fixPath(shimDir string) string { return install.ExportPath(shimDir) }
 
 // problems lists what keeps the report from being healthy and what fixes
 // each: guard not installed (install), a file in the way of a shim

@@ -2,6 +2,7 @@ package install_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,5 +71,29 @@ func TestInstallWritesThroughRCLinksButNotTheGuardCopy(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(old); string(b) != "old guard" {
 		t.Fatalf("the link's old target was written: %q", b)
+	}
+}
+
+// The lines a person pastes name the folder so that pasting them runs
+// nothing but the export, whatever the folder is called.
+func TestExportPathQuotesWhatAShellWouldExpand(t *testing.T) {
+	for dir, want := range map[string]string{
+		"/home/u/.shim":                `export PATH="/home/u/.shim:$PATH"`,
+		"/tmp/sh$(touch /tmp/pwned) x": `export PATH='/tmp/sh$(touch /tmp/pwned) x'":$PATH"`,
+		"/tmp/it's":                    `export PATH='/tmp/it'\''s'":$PATH"`,
+		"/tmp/`id`":                    "export PATH='/tmp/`id`'\":$PATH\"",
+	} {
+		if got := install.ExportPath(dir); got != want {
+			t.Errorf("ExportPath(%q) = %s, want %s", dir, got, want)
+		}
+	}
+	if got := install.EnvPath("/tmp/a b"); got != `PATH='/tmp/a b'":$PATH"` {
+		t.Errorf("EnvPath = %s", got)
+	}
+	// And a shell really reads the quoted line back as the folder.
+	dir := "/tmp/sh$(echo pwned) x"
+	out, err := exec.Command("sh", "-c", install.ExportPath(dir)+`; printf %s "${PATH%%:*}"`).Output()
+	if err != nil || string(out) != dir {
+		t.Errorf("sh read %q, %v; want %q", out, err, dir)
 	}
 }

@@ -110,6 +110,35 @@ func plainPath(p string) bool {
 	return true
 }
 
+// ExportPath is the line a person runs to put dir first in this shell's
+// PATH: `export PATH="DIR:$PATH"`, with DIR single-quoted when it holds
+// anything a shell would expand or split (a folder named by someone else
+// must not run code when the line is pasted).
+func ExportPath(dir string) string {
+	if plainPath(dir) {
+		return `export PATH="` + dir + `:$PATH"`
+	}
+	return `export PATH=` + shellQuote(dir) + `":$PATH"`
+}
+
+// EnvPath is the environment entry an agent harness sets: PATH=DIR:$PATH,
+// quoted like ExportPath.
+func EnvPath(dir string) string {
+	if plainPath(dir) {
+		return "PATH=" + dir + ":$PATH"
+	}
+	return "PATH=" + shellQuote(dir) + `":$PATH"`
+}
+
+// ShellWord is s as it can be pasted into a shell: as it is when nothing
+// in it would expand or split, else single-quoted.
+func ShellWord(s string) string {
+	if plainPath(s) {
+		return s
+	}
+	return shellQuote(s)
+}
+
 // shellQuote is s as one single-quoted shell word.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
