@@ -330,3 +330,34 @@ func TestLlamaRetriesAnAnswerCutShort(t *testing.T) {
 		t.Errorf("streamed: status %d after %d runs", got, len(b.specs))
 	}
 }
+
+// A signal guard forwards to an attempt of a chain: a tool that handles it
+// and ends by itself gives its own status and what it printed, as a
+// direct call (and a call with no fallback) would; one guard had to kill
+// gives 128+N and nothing. No fallback runs after either.
+func TestInterruptedAttemptOfAChain(t *testing.T) {
+	b := newBed(t, chainManifest)
+	b.tool("bin/jq")
+	b.tool("bin/python3")
+	b.runs = []runner.Result{{Outcome: runner.Interrupted, Signal: syscall.SIGTERM, Own: true, Code: 0,
+		Stdout: runner.NewOutput([]byte("answer so far\n")), StdoutN: 14}}
+	if got := b.e.call(context.Background(), "jq", []string{".a"}); got != 0 || b.stdout.String() != "answer so far\n" || len(b.specs) != 1 {
+		t.Errorf("handled signal: status %d, stdout %q, %d runs", got, b.stdout.String(), len(b.specs))
+	}
+	b = newBed(t, chainManifest)
+	b.tool("bin/jq")
+	b.tool("bin/python3")
+	b.runs = []runner.Result{{Outcome: runner.Interrupted, Signal: syscall.SIGTERM, Own: true, Code: 7,
+		Stdout: runner.NewOutput([]byte("partial\n")), StdoutN: 8}}
+	if got := b.e.call(context.Background(), "jq", nil); got != 7 || b.stdout.String() != "partial\n" {
+		t.Errorf("own exit 7: status %d, stdout %q", got, b.stdout.String())
+	}
+	b = newBed(t, chainManifest)
+	b.tool("bin/jq")
+	b.tool("bin/python3")
+	b.runs = []runner.Result{{Outcome: runner.Interrupted, Signal: syscall.SIGTERM,
+		Stdout: runner.NewOutput([]byte("half")), StdoutN: 4}}
+	if got := b.e.call(context.Background(), "jq", nil); got != 143 || b.stdout.Len() != 0 || len(b.specs) != 1 {
+		t.Errorf("killed: status %d, stdout %q, %d runs", got, b.stdout.String(), len(b.specs))
+	}
+}

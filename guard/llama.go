@@ -208,7 +208,14 @@ func (e *Engine) runAttempts(ctx context.Context, b budget, name string, attempt
 		}
 		lines = append(lines, attemptLine(ran, a, why, res))
 		if res.Outcome == runner.Interrupted {
-			return res.Status() // the person or the harness asked to stop: no fallback
+			// The person or the harness asked to stop: no fallback. A tool
+			// that ended by itself on the forwarded signal gives its own
+			// status, and what it printed, as a direct call would.
+			if res.Own && live == nil {
+				_, _ = res.Stdout.WriteTo(o.W)
+			}
+			res.Stdout.Close()
+			return res.Status()
 		}
 		switch res.Outcome {
 		case runner.TimedOut, runner.Stalled:
@@ -309,7 +316,7 @@ func (e *Engine) attempt(ctx context.Context, b budget, name string, n int, a sh
 	res := e.run(ctx, spec)
 	e.report(name, n, res, spec)
 	why := verdict(a, res, bud, live == nil)
-	if why != "" {
+	if why != "" && !(res.Outcome == runner.Interrupted && res.Own) {
 		res.Stdout.Close() // a failed attempt's output is never printed
 	}
 	if tail != nil && why == "" {
@@ -338,6 +345,8 @@ func verdict(a shims.Attempt, res runner.Result, bud time.Duration, buffered boo
 		return "stalled"
 	case res.Outcome == runner.PromptKilled:
 		return "waited at a prompt " + strconv.Quote(res.Prompt)
+	case res.Outcome == runner.Interrupted && res.Own:
+		return "stopped by signal " + strconv.Itoa(int(res.Signal)) + ", exit " + strconv.Itoa(res.Code)
 	case res.Outcome == runner.Signaled, res.Outcome == runner.Interrupted:
 		return "killed by signal " + strconv.Itoa(int(res.Signal))
 	}
