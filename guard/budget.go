@@ -31,6 +31,43 @@ func (e *Engine) capBudget() budget {
 	return budget{shims.DefaultCap, "the default cap"}
 }
 
+// capClock is the cap of a call with attempts (a llama call, a fallback
+// chain) as a deadline that the time a tool spends stopped at a terminal
+// (Ctrl-Z) moves on, as the runner's own budget does: the heals of the call
+// run within ctx, each run gets what is left as its runner budget.
+type capClock struct {
+	budget
+	deadline time.Time
+}
+
+func newCapClock(b budget) *capClock { return &capClock{budget: b, deadline: time.Now().Add(b.d)} }
+
+// left is what remains of the cap.
+func (c *capClock) left() time.Duration { return time.Until(c.deadline) }
+
+// ctx bounds a heal by what remains of the cap.
+func (c *capClock) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(parent, c.deadline)
+}
+
+// runBudget is a run's budget: the attempt's own, bud, cut to what is
+// left of the cap. The few milliseconds the call spent before this run do
+// not count against a budget the cap equals (GUARD_TIMEOUT sets both), so
+// the run is given the budget the person asked for.
+func (c *capClock) runBudget(bud time.Duration) time.Duration {
+	left := c.left()
+	switch {
+	case bud > 0 && bud <= left+50*time.Millisecond:
+		return bud
+	case left > time.Millisecond:
+		return left
+	}
+	return time.Millisecond
+}
+
+// pause moves the cap on by d, a time the tool spent stopped.
+func (c *capClock) pause(d time.Duration) { c.deadline = c.deadline.Add(d) }
+
 // toolBudget is one plain call's budget: GUARD_TIMEOUT, else the tool's
 // timeout; none (zero) when neither is set.
 func (e *Engine) toolBudget(tool *manifest.Tool) budget {

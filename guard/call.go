@@ -40,10 +40,8 @@ func (e *Engine) chain(ctx context.Context, tool *manifest.Tool, args []string) 
 		ft := e.c.tool(f)
 		steps = append(steps, shims.ToolStep{Name: ft.Name, Forced: ft.Args, Timeout: ft.Timeout.D()})
 	}
-	b := e.capBudget()
-	ctx, cancel := context.WithTimeout(ctx, b.d)
-	defer cancel()
-	attempts := shims.PlanFallbacks(steps, args, e.c.Timeout, b.d)
+	clock := newCapClock(e.capBudget())
+	attempts := shims.PlanFallbacks(steps, args, e.c.Timeout, clock.d)
 	e.debugPlan(tool.Name, attempts)
-	return e.runAttempts(ctx, b, tool.Name, attempts, nil, &LlamaIO{W: e.c.Stdout})
+	return e.runAttempts(ctx, clock, tool.Name, attempts, nil, &LlamaIO{W: e.c.Stdout})
 }

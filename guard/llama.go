@@ -63,17 +63,17 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 		return e.direct(ctx, tool, args, o, false) // a person is chatting: no budget, no watchdog
 	}
 	// The cap bounds everything the call does from here, heals included.
-	b := e.capBudget()
-	ctx, cancel := context.WithTimeout(ctx, b.d)
+	clock := newCapClock(e.capBudget())
+	hctx, cancel := clock.ctx(ctx)
 	defer cancel()
 	if e.c.Debug {
-		e.debug("%s: budget %s (%s) for the whole call", tool.Name, secs(b.d), b.source)
+		e.debug("%s: budget %s (%s) for the whole call", tool.Name, secs(clock.d), clock.source)
 	}
 	modelPath := call.Model
 	if modelPath != "" {
 		modelPath = absPath(modelPath)
-		if err := e.ensureModel(ctx, tool.Name, modelPath, false); err != nil {
-			err = b.during(ctx, err)
+		if err := e.ensureModel(hctx, tool.Name, modelPath, false); err != nil {
+			err = clock.during(hctx, err)
 			if !e.stateFault(err) {
 				return e.fail(tool.Name, err)
 			}
@@ -94,7 +94,7 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 	if call.PromptFile != "" {
 		text, read, err := readPromptFile(call.PromptFile)
 		if err != nil {
-			return e.direct(ctx, tool, args, o, true) // the tool reports the unreadable file itself
+			return e.direct(hctx, tool, args, o, true) // the tool reports the unreadable file itself
 		}
 		in.PromptFileText, in.PromptFileUnread = text, !read
 		if !read {
@@ -103,14 +103,14 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 	}
 	attempts, err := shims.PlanLlama(in)
 	if err != nil {
-		return e.direct(ctx, tool, args, o, true)
+		return e.direct(hctx, tool, args, o, true)
 	}
 	e.debugPlan(tool.Name, attempts)
 	var pc *promptCache
 	if !in.PromptFileUnread {
 		pc = e.promptCache(tool, in.PromptFileText)
 	}
-	return e.runAttempts(ctx, b, tool.Name, attempts, pc, o)
+	return e.runAttempts(ctx, clock, tool.Name, attempts, pc, o)
 }
 
 // readPromptFile reads a -f file for the cache key and llama-simple's
@@ -135,10 +135,10 @@ func readPromptFile(path string) (text string, read bool, err error) {
 
 // runAttempts runs the plan of a llama call or a fallback chain: the first
 // attempt, then each later one whose trigger follows how the one before
-// ended, all within ctx, which the call's budget b bounds. An attempt the
+// ended, all within the call's cap, clock. An attempt the
 // prompt cache can answer is not run; llama-completion's empty answer is
 // retried once before the plan moves on.
-func (e *Engine) runAttempts(ctx context.Context, b budget, name string, attempts []shims.Attempt, pc *promptCache, o *LlamaIO) int {
+func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, attempts []shims.Attempt, pc *promptCache, o *LlamaIO) int {
 	var lines []string
 	var last runner.Result
 	ran := 0
@@ -147,8 +147,8 @@ func (e *Engine) runAttempts(ctx context.Context, b budget, name string, attempt
 		if i > 0 && !a.Trigger.Follows(after) {
 			continue
 		}
-		if ctx.Err() != nil {
-			lines = append(lines, fmt.Sprintf("%s: not run: the call's budget of %s (%s) was used up", a.Tool, secs(b.d), b.source))
+		if ctx.Err() != nil || clock.left() <= 0 {
+			lines = append(lines, fmt.Sprintf("%s: not run: the call's budget of %s (%s) was used up", a.Tool, secs(clock.d), clock.source))
 			break
 		}
 		if i > 0 {
@@ -182,8 +182,8 @@ func (e *Engine) runAttempts(ctx context.Context, b budget, name string, attempt
 			live = o.W
 		}
 		bud := e.attemptBudget(ctx, a)
-		res, why := e.attempt(ctx, b, name, ran, a, bud, live)
-		if lostAnswer(a, res, live == nil) && bud-res.Elapsed > 0 && ctx.Err() == nil {
+		res, why := e.attempt(ctx, clock, name, ran, a, bud, live)
+		if lostAnswer(a, res, live == nil) && bud-res.Elapsed > 0 && clock.left() > 0 && ctx.Err() == nil {
 			// llama.cpp's async logger can lose the answer, or its end, at
 			// exit (README: "llama calls"); a fresh run in what is left of
 			// the budget usually answers whole.
@@ -192,7 +192,7 @@ func (e *Engine) runAttempts(ctx context.Context, b budget, name string, attempt
 			e.Say("%s: %s; trying it once more", a.Tool, why)
 			ran++
 			o.Attempts = ran
-			res, why = e.attempt(ctx, b, name, ran, a, bud-res.Elapsed, live)
+			res, why = e.attempt(ctx, clock, name, ran, a, bud-res.Elapsed, live)
 		}
 		last = res
 		if why == "" {
@@ -276,10 +276,12 @@ func attemptLine(n int, a shims.Attempt, why string, res runner.Result) string {
 // ("" on success). A model or binary that cannot be healed is a failed
 // start, a heal cut short by a signal an interrupted run, one the call's
 // budget b ended a timeout.
-func (e *Engine) attempt(ctx context.Context, b budget, name string, n int, a shims.Attempt, bud time.Duration, live io.Writer) (runner.Result, string) {
+func (e *Engine) attempt(ctx context.Context, clock *capClock, name string, n int, a shims.Attempt, bud time.Duration, live io.Writer) (runner.Result, string) {
 	tool := e.c.tool(a.Tool)
+	hctx, cancel := clock.ctx(ctx) // the attempt's heals: within what is left of the cap
+	defer cancel()
 	notRun := func(err error, why string) (runner.Result, string) {
-		err = b.during(ctx, err)
+		err = clock.during(hctx, err)
 		e.Say("%s: %s", a.Tool, err)
 		if sig, ok := interrupted(err); ok {
 			return runner.Result{Outcome: runner.Interrupted, Signal: sig, Err: err}, "interrupted"
@@ -290,11 +292,11 @@ func (e *Engine) attempt(ctx context.Context, b budget, name string, n int, a sh
 		return runner.Result{Outcome: runner.StartFailed, Err: fmt.Errorf("%w: %v", exec.ErrNotFound, err)}, why
 	}
 	if a.Model != "" && n > 1 {
-		if err := e.ensureModel(ctx, a.Tool, a.Model, false); err != nil && !e.stateFault(err) {
+		if err := e.ensureModel(hctx, a.Tool, a.Model, false); err != nil && !e.stateFault(err) {
 			return notRun(err, "model not available")
 		}
 	}
-	real, err := e.target(ctx, tool)
+	real, err := e.target(hctx, tool)
 	if err != nil {
 		return notRun(err, "binary missing and not healed")
 	}
@@ -306,7 +308,10 @@ func (e *Engine) attempt(ctx context.Context, b budget, name string, n int, a sh
 		// it waits in a private temp file, not in memory.
 		spec.SpillDir = e.c.StateDir
 	}
-	spec.Budget = bud
+	// The run's budget is the runner's own, which a stop (Ctrl-Z) does not
+	// use, and so is the cap's share of it: clock moves on by the time the
+	// tool spent stopped.
+	spec.Budget = clock.runBudget(bud)
 	spec.Stdout = live
 	var tail *speed.Tail
 	if isLlama(a.Tool) {
@@ -314,8 +319,9 @@ func (e *Engine) attempt(ctx context.Context, b budget, name string, n int, a sh
 		spec.Stderr = tail
 	}
 	res := e.run(ctx, spec)
+	clock.pause(res.Stopped)
 	e.report(name, n, res, spec)
-	why := verdict(a, res, bud, live == nil)
+	why := verdict(a, res, spec.Budget, live == nil)
 	if why != "" && !(res.Outcome == runner.Interrupted && res.Own) {
 		res.Stdout.Close() // a failed attempt's output is never printed
 	}

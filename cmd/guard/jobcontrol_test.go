@@ -149,3 +149,28 @@ func TestCtrlZPausesTheBudget(t *testing.T) {
 	sh.typ("echo status=$?\r")
 	sh.expect("status=0")
 }
+
+// The same for a call with a fallback: the chain's cap is a budget too, and
+// the time the tool spent stopped is not taken from it (it was a wall-clock
+// deadline, and the attempt ended over budget at fg with its fallback not
+// even tried).
+func TestCtrlZPausesTheCapOfAChain(t *testing.T) {
+	e := newFaultEnv(t, "[tools.timed]\ntimeout = \"20s\"\nfallback = [\"other\"]\n[tools.other]\n[budget]\ncap = \"1s\"\n")
+	// stderr streams; stdout, a chain's answer, is printed once it proved good.
+	e.Tool("timed", "echo started >&2\nread line\necho \"got $line\"\n")
+	e.Tool("other", "echo other ran\n")
+	sh := startShell(t, e.Env)
+	sh.typ("timed\r")
+	sh.expect("started")
+	sh.typ("\x1a")
+	sh.expect("Stopped")
+	sh.expect("READY$ ")
+	time.Sleep(1500 * time.Millisecond) // more than the whole cap
+	sh.typ("fg\r")
+	sh.expect("timed")
+	sh.typ("hello\r")
+	sh.expect("got hello")
+	sh.expect("READY$ ")
+	sh.typ("echo status=$?\r")
+	sh.expect("status=0")
+}

@@ -91,8 +91,11 @@ type Result struct {
 	Prompt   string   // last prompt detected, answered or not
 	Answered []Answer // questions answered, in order
 	Elapsed  time.Duration
-	Pid      int   // the tool's pid, which is also its process group id; 0 if not started
-	Err      error // start error, or the context's error when it ended the run
+	// Stopped is how much of Elapsed the tool spent stopped at a terminal
+	// (Ctrl-Z), which no budget counts.
+	Stopped time.Duration
+	Pid     int   // the tool's pid, which is also its process group id; 0 if not started
+	Err     error // start error, or the context's error when it ended the run
 }
 
 // Answer is a question guard answered and what it typed (without Enter).

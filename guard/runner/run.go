@@ -71,8 +71,9 @@ type supervisor struct {
 	status      unix.WaitStatus
 	waitErr     error
 
-	budget   *time.Timer
-	deadline time.Time // when the budget runs out; moved on by a stop
+	budget     *time.Timer
+	deadline   time.Time     // when the budget runs out; moved on by a stop
+	stoppedFor time.Duration // time the child spent stopped, all stops together
 }
 
 // childEvent is what watchChild saw: the child stopped (by stopSignal) or
@@ -252,6 +253,7 @@ func (sv *supervisor) suspend() {
 	sv.c.giveTerminal()
 	_ = sv.c.signal(syscall.SIGCONT)
 	d := time.Since(stoppedAt)
+	sv.stoppedFor += d
 	sv.w.paused(d)
 	if sv.budget != nil {
 		sv.deadline = sv.deadline.Add(d)
@@ -354,6 +356,7 @@ func (sv *supervisor) result(began time.Time) Result {
 		Answered: sv.answered,
 		Pid:      sv.c.pid,
 		Err:      sv.err,
+		Stopped:  sv.stoppedFor,
 	}
 	switch ws := sv.status; {
 	case sv.waitErr != nil:
