@@ -108,29 +108,50 @@ type promptFound struct {
 	// linesSinceAnswer counts the lines the stream finished since guard
 	// last answered on it; -1 when it never was.
 	linesSinceAnswer int
+	// finished: the question is the last line the tool finished (it printed
+	// a newline after it), not a line it left open.
+	finished bool
 }
 
 // prompt returns the unfinished line the output ends with once it has been
-// quiet for quiet, the stream written last first. A line already answered
-// is not returned again until that stream writes more.
-func (w *watcher) prompt(now time.Time, quiet time.Duration) (promptFound, bool) {
+// quiet for quiet, the stream written last first; and once it has been
+// quiet for finishedQuiet, the last line even when it was finished (a
+// question printed with a newline). A line already answered is not
+// returned again until that stream writes more.
+func (w *watcher) prompt(now time.Time, quiet, finishedQuiet time.Duration) (promptFound, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if now.Sub(w.lastOutput) < quiet {
 		return promptFound{}, false
 	}
+	if p, ok := w.promptIn(false); ok {
+		return p, true
+	}
+	if now.Sub(w.lastOutput) < finishedQuiet {
+		return promptFound{}, false
+	}
+	return w.promptIn(true)
+}
+
+// promptIn finds the question the output ends with: an unfinished line, or
+// with finished the last finished one.
+func (w *watcher) promptIn(finished bool) (promptFound, bool) {
 	for _, st := range [...]stream{w.last, 1 - w.last} {
 		s := &w.streams[st]
 		if s.n == 0 || s.n == s.answeredAt {
 			continue
 		}
 		tail := s.sinceAnswer()
-		if text, kind := detectPrompt(tail); kind != noPrompt {
+		text, kind := detectPrompt(tail)
+		if finished {
+			text, kind = classify(lastFinishedLine(tail))
+		}
+		if kind != noPrompt {
 			lines := -1
 			if s.answeredAt >= 0 {
 				lines = bytes.Count(tail, []byte{'\n'})
 			}
-			return promptFound{text: text, kind: kind, stream: st, at: s.n, linesSinceAnswer: lines}, true
+			return promptFound{text: text, kind: kind, stream: st, at: s.n, linesSinceAnswer: lines, finished: finished}, true
 		}
 	}
 	return promptFound{}, false

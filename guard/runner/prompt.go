@@ -60,7 +60,30 @@ func lazyRegexp(expr string) func() *regexp.Regexp {
 // output, and returns it with the kind of question it is; "" and noPrompt
 // when the output ends with a finished line.
 func detectPrompt(tail []byte) (string, promptKind) {
-	line := promptLine(tail)
+	return classify(promptLine(tail))
+}
+
+// lastFinishedLine is the last non-empty line of tail when tail ends with
+// a finished line ("What is your project named?\n"); "" otherwise.
+func lastFinishedLine(tail []byte) string {
+	if len(tail) == 0 || tail[len(tail)-1] != '\n' {
+		return ""
+	}
+	for lines := bytes.TrimRight(tail, "\r\n"); len(lines) > 0; {
+		i := bytes.LastIndexByte(lines, '\n')
+		if line := promptLine(lines[i+1:]); line != "" {
+			return line
+		}
+		if i < 0 {
+			break
+		}
+		lines = bytes.TrimRight(lines[:i], "\r\n")
+	}
+	return ""
+}
+
+// classify says what kind of question line is.
+func classify(line string) (string, promptKind) {
 	switch {
 	case line == "":
 		return "", noPrompt

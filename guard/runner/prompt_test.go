@@ -90,16 +90,16 @@ func TestYesReply(t *testing.T) {
 func TestAnswerSplitsLineOfPipe(t *testing.T) {
 	w := newWatcher(time.Time{}, Spec{})
 	w.observe(outStream, []byte("First? [y/N] "))
-	p, ok := w.prompt(time.Now(), 0)
+	p, ok := w.prompt(time.Now(), 0, time.Hour)
 	if !ok || p.text != "First? [y/N]" {
 		t.Fatalf("first prompt: %+v %v", p, ok)
 	}
 	w.answered(p)
-	if _, ok := w.prompt(time.Now(), 0); ok {
+	if _, ok := w.prompt(time.Now(), 0, time.Hour); ok {
 		t.Fatal("the same appearance was offered again")
 	}
 	w.observe(outStream, []byte("Second? [y/N] "))
-	if p, ok := w.prompt(time.Now(), 0); !ok || p.text != "Second? [y/N]" {
+	if p, ok := w.prompt(time.Now(), 0, time.Hour); !ok || p.text != "Second? [y/N]" {
 		t.Fatalf("second prompt: %+v %v", p, ok)
 	}
 }
@@ -113,7 +113,7 @@ func TestTailIsBounded(t *testing.T) {
 	if n := len(w.streams[errStream].tail); n > tailSize {
 		t.Fatalf("tail holds %d bytes", n)
 	}
-	if p, ok := w.prompt(time.Now(), 0); !ok || p.kind != passwordPrompt || p.stream != errStream {
+	if p, ok := w.prompt(time.Now(), 0, time.Hour); !ok || p.kind != passwordPrompt || p.stream != errStream {
 		t.Fatalf("got %+v %v", p, ok)
 	}
 }
@@ -125,4 +125,24 @@ func FuzzDetectPrompt(f *testing.F) {
 		yesIsDefault(text)
 		yesReply(text, "\n")
 	})
+}
+
+// A question printed with a newline is offered only after the longer quiet,
+// and as the last line the tool finished.
+func TestFinishedLineIsOfferedAfterTheLongerQuiet(t *testing.T) {
+	w := newWatcher(time.Time{}, Spec{})
+	w.observe(outStream, []byte("creating app\nWhat is your project named?\n\n"))
+	now := time.Now()
+	if _, ok := w.prompt(now, 0, time.Hour); ok {
+		t.Fatal("a finished line offered before the longer quiet")
+	}
+	p, ok := w.prompt(now, 0, 0)
+	if !ok || p.text != "What is your project named?" || !p.finished || p.kind != otherPrompt {
+		t.Fatalf("finished question: %+v %v", p, ok)
+	}
+	for tail, want := range map[string]string{"": "", "open": "", "a\n\r\n": "a", "\x1b[1mQ?\x1b[0m\n": "Q?"} {
+		if got := lastFinishedLine([]byte(tail)); got != want {
+			t.Errorf("lastFinishedLine(%q) = %q, want %q", tail, got, want)
+		}
+	}
 }

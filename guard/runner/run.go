@@ -289,12 +289,12 @@ func (sv *supervisor) watch(now time.Time) {
 // it asks. Where the kernel cannot say, a question the text recognises is
 // taken as waited at, as before guard could ask.
 func (sv *supervisor) checkPrompt(now time.Time) {
-	p, ok := sv.w.prompt(now, sv.s.PromptQuiet)
+	p, ok := sv.w.prompt(now, sv.s.PromptQuiet, finishedQuiet*sv.s.PromptQuiet)
 	if !ok {
 		return
 	}
 	waiting, known := waitsForInput(sv.c.pid, sv.c.stdin)
-	if known && !waiting || !known && !p.kind.recognised() {
+	if known && !waiting || !known && (p.finished || !p.kind.recognised()) {
 		return
 	}
 	sv.prompt = p.text
@@ -308,6 +308,14 @@ func (sv *supervisor) checkPrompt(now time.Time) {
 	}
 	sv.end(PromptKilled)
 }
+
+// finishedQuiet is how many PromptQuiet periods the output must be quiet
+// before the last *finished* line is taken as the question a tool waits at
+// ("What is your project named?" and a newline, then a read): longer than
+// for a line left open, since a filter that printed a line and waits for
+// more input from a slow pipe looks the same to the kernel. Only the
+// kernel's word counts here, never the text alone.
+const finishedQuiet = 5
 
 // maxSameAnswers is how many times in a row guard answers a question the
 // tool asks again at once: it did not take the answer, and answering on
