@@ -144,7 +144,7 @@ func TestInstallScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stderr := loginShell(t, bash, env, "true")
-	if want := "guard: protection is off: " + shims + "/guard is missing or empty and could not be restored; restore it: cd '" + root + "' && ./install.sh\n"; !strings.HasSuffix(stderr, want) {
+	if want := "guard: protection is off: " + shims + "/guard is missing or broken and could not be restored; restore it: cd '" + root + "' && ./install.sh\n"; !strings.HasSuffix(stderr, want) {
 		t.Errorf("the shell's stderr does not end with %q:\n%s", want, stderr)
 	}
 

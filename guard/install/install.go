@@ -25,6 +25,13 @@ import (
 // GuardName is the name of guard's own copy in the shim folder.
 const GuardName = "guard"
 
+// CopyStamp is the empty file beside guard's copy whose modification time
+// is the copy's: the PATH block compares the two with the shell's own
+// test (`[ A -nt B ]`, no program started), so a copy an eviction cut off
+// or replaced (a new mtime) sends the shell to restore.sh, which runs the
+// copy to check it.
+const CopyStamp = ".guard.stamp"
+
 // Options says where things go. Nothing here reads the environment.
 type Options struct {
 	Home            string
@@ -85,7 +92,7 @@ func (o Options) EnvHook() string { return o.hooks().env() }
 func (o Options) userBlock() blockSpec {
 	w := func(p string) string { return shellWord(o.Home, p) }
 	guard := filepath.Join(o.ShimDir, GuardName)
-	b := blockSpec{shimDir: w(o.ShimDir), guard: w(guard), restore: w(o.hooks().restore()), off: offLine(guard, o.Restore)}
+	b := blockSpec{shimDir: w(o.ShimDir), guard: w(guard), stamp: w(filepath.Join(o.ShimDir, CopyStamp)), restore: w(o.hooks().restore()), off: offLine(guard, o.Restore)}
 	if o.BashEnv {
 		b.bashEnv = w(o.hooks().env())
 	}
@@ -104,6 +111,9 @@ func Install(o Options) (*Report, error) {
 	}
 	copied, err := copyIfChanged(o.Self, filepath.Join(o.ShimDir, GuardName), o.Force)
 	if err != nil {
+		return r, err
+	}
+	if err := stampCopy(filepath.Join(o.ShimDir, GuardName)); err != nil {
 		return r, err
 	}
 	if copied {
@@ -275,6 +285,7 @@ func Uninstall(o Options) (*Report, error) {
 	if err := os.Remove(filepath.Join(o.ShimDir, GuardName)); err == nil {
 		r.did("removed %s", filepath.Join(o.ShimDir, GuardName))
 	}
+	_ = os.Remove(filepath.Join(o.ShimDir, CopyStamp))
 	if os.Remove(o.ShimDir) == nil { // only when empty
 		r.did("removed %s", o.ShimDir)
 	}
@@ -358,7 +369,28 @@ func copyIfChanged(src, dst string, force bool) (bool, error) {
 // state.Replace, never through a symlink there, since the copy exists so
 // that no other file can break the shims.
 func copyGuard(exe []byte, dst string) error {
-	return state.Replace(dst, exe, 0o755)
+	if err := state.Replace(dst, exe, 0o755); err != nil {
+		return err
+	}
+	return stampCopy(dst)
+}
+
+// stampCopy gives CopyStamp, beside the copy at dst, the copy's mtime.
+func stampCopy(dst string) error {
+	fi, err := os.Lstat(dst)
+	if err != nil {
+		return fmt.Errorf("stamp guard's copy: %w", err)
+	}
+	stamp := filepath.Join(filepath.Dir(dst), CopyStamp)
+	if sf, err := os.Lstat(stamp); err != nil || !sf.Mode().IsRegular() || !sf.ModTime().Equal(fi.ModTime()) {
+		if err := state.Replace(stamp, nil, 0o644); err != nil {
+			return fmt.Errorf("stamp guard's copy: %w", err)
+		}
+		if err := os.Chtimes(stamp, fi.ModTime(), fi.ModTime()); err != nil {
+			return fmt.Errorf("stamp guard's copy: %w", err)
+		}
+	}
+	return nil
 }
 
 // writeUserFile writes a file the person owns (the manifest, a shell rc

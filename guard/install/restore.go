@@ -26,7 +26,7 @@ func (r Restore) hint() string {
 // offLine is the loud line a start-up file prints when guard's copy is
 // gone and the restore script with it.
 func offLine(guard string, r Restore) string {
-	return "guard: protection is off: " + guard + " is missing or empty; restore it: " + r.hint()
+	return "guard: protection is off: " + guard + " is missing or broken; restore it: " + r.hint()
 }
 
 // restoreFailed is the stamp of a restore that failed: restore.sh does not
@@ -53,17 +53,19 @@ func restoreScript(shimDir, stateDir string, r Restore) string {
 		"@SHA@", shellQuote(strings.ToLower(r.SHA256)),
 		"@URLS@", shellQuote(urls),
 		"@HINT@", shellQuote(r.hint()),
+		"@STAMP@", CopyStamp,
 	).Replace(restoreTemplate)
 }
 
 const restoreTemplate = hookHeader + ` restore guard's copy in the shim folder after a sandbox evicted it.
 # Written by guard install (run it again after changing [self]); the PATH block
-# sources it only when the copy is missing or empty. By hand: sh THIS_FILE
+# sources it only when the copy is missing or broken. By hand: sh THIS_FILE
 (
 set -f
 shim=@SHIM@ locks=@LOCKS@ src=@SRC@ go=@GO@ sha=@SHA@ urls=@URLS@ hint=@HINT@
-g=$shim/guard
-ok() { [ -s "$g" ] && [ -x "$g" ]; }
+g=$shim/guard stamp=$shim/@STAMP@
+# The copy runs: a copy cut off elsewhere than at 0 bytes crashes here.
+ok() { [ -s "$g" ] && [ -x "$g" ] && "$g" --version >/dev/null 2>&1 </dev/null; }
 mkdir -p "$shim" "$locks" 2>/dev/null
 if command -v flock >/dev/null 2>&1 && { exec 9>>"$locks/restore.lock"; } 2>/dev/null; then
 	flock -n 9 || { echo "guard: waiting for another shell that is restoring $g" >&2; flock -w 1800 9; }
@@ -72,21 +74,21 @@ fi
 # every bash would otherwise pay for another failed build.
 failed=@FAILED@
 if ! ok && [ -n "$(find "$failed" -mmin -10 2>/dev/null)" ]; then
-	echo "guard: protection is off: $g is missing or empty; the last restore failed less than 10 minutes ago; restore it: $hint" >&2
+	echo "guard: protection is off: $g is missing or broken; the last restore failed less than 10 minutes ago; restore it: $hint" >&2
 	exit 0
 fi
 how=
 if ! ok && [ -n "$src" ] && [ -f "$src/install.sh" ]; then
 	[ -x "$go" ] || go=$(command -v go 2>/dev/null) || go=
 	if [ -n "$go" ]; then
-		echo "guard: $g is missing or empty; rebuilding it from $src" >&2
+		echo "guard: $g is missing or broken; rebuilding it from $src" >&2
 		if PATH=${go%/*}:$PATH GUARD_SHIM_DIR=$shim bash "$src/install.sh" --no-rc </dev/null >&2; then how="rebuilt from $src"; fi
 	fi
 fi
 if ! ok && [ -n "$sha" ]; then
 	tmp=$shim/guard.restore-$$ # named guard…: it runs as the command, not as a shim
 	for u in $urls; do
-		echo "guard: $g is missing or empty; fetching it from $u" >&2
+		echo "guard: $g is missing or broken; fetching it from $u" >&2
 		rm -f "$tmp"
 		case $u in
 		file://*) p=${u#file://}; p=${p#localhost}; cp "$p" "$tmp" ;;
@@ -102,10 +104,11 @@ if ! ok && [ -n "$sha" ]; then
 fi
 if ok; then
 	rm -f "$failed"
+	touch -r "$g" "$stamp" 2>/dev/null # a copy that runs is as good as install left it
 	[ -z "$how" ] || echo "guard: restored $g ($how)" >&2
 else
 	: >"$failed" 2>/dev/null
-	echo "guard: protection is off: $g is missing or empty and could not be restored; restore it: $hint" >&2
+	echo "guard: protection is off: $g is missing or broken and could not be restored; restore it: $hint" >&2
 fi
 )
 `

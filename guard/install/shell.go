@@ -64,16 +64,18 @@ func (h hooks) all() []string   { return []string{h.restore(), h.env(), h.prewar
 // blockSpec is one PATH block: every field but off is a shell word, ready
 // to paste.
 type blockSpec struct {
-	shimDir, guard, restore string
-	bashEnv, prewarm        string // "" when that mode is not installed
-	off                     string // the loud line, plain text
+	shimDir, guard, stamp, restore string
+	bashEnv, prewarm               string // "" when that mode is not installed
+	off                            string // the loud line, plain text
 }
 
 // body is the block's shell text, without the markers: env.sh holds it
 // alone for BASH_ENV.
 func (b blockSpec) body() string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "if [ -s %s ] && [ -x %s ]; then :\n", b.guard, b.guard)
+	// Present, executable and as install left it (its mtime the stamp's):
+	// test builtins only, nothing started on a healthy start.
+	fmt.Fprintf(&s, "if [ -s %s ] && [ -x %s ] && ! [ %s -nt %s ] && ! [ %s -ot %s ]; then :\n", b.guard, b.guard, b.guard, b.stamp, b.guard, b.stamp)
 	fmt.Fprintf(&s, "elif [ -r %s ]; then . %s\n", b.restore, b.restore)
 	fmt.Fprintf(&s, "else echo %s >&2\nfi\n", shellQuote(b.off))
 	fmt.Fprintf(&s, "case \":$PATH:\" in :%s:*) ;; *) PATH=%s:\"$PATH\"; export PATH ;; esac\n", b.shimDir, b.shimDir)

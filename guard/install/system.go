@@ -58,7 +58,7 @@ func installSystem(o Options, r *Report) error {
 func systemProfile(o Options) string {
 	guard := filepath.Join(o.ShimDir, GuardName)
 	b := blockSpec{
-		shimDir: shellQuote(o.ShimDir), guard: shellQuote(guard),
+		shimDir: shellQuote(o.ShimDir), guard: shellQuote(guard), stamp: shellQuote(filepath.Join(o.ShimDir, CopyStamp)),
 		restore: shellQuote(o.hooks().restore()), off: offLine(guard, o.Restore),
 	}
 	if o.Prewarm {
