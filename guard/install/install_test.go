@@ -97,3 +97,50 @@ func TestExportPathQuotesWhatAShellWouldExpand(t *testing.T) {
 		t.Errorf("sh read %q, %v; want %q", out, err, dir)
 	}
 }
+
+// Uninstall removes exactly what install added: a start-up file install
+// created goes when nothing else is in it; one the person had stays, even
+// empty, and one the person wrote into since keeps what they wrote.
+func TestUninstallRemovesTheStartUpFilesItCreated(t *testing.T) {
+	home, elsewhere := t.TempDir(), t.TempDir()
+	self := filepath.Join(elsewhere, "guard-build")
+	if err := os.WriteFile(self, []byte("guard"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".profile"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := install.Options{Home: home, ShimDir: filepath.Join(home, ".shim"), StateDir: filepath.Join(home, ".cache", "guard"), Self: self, Tools: []string{"npx"}}
+	if _, err := install.Install(o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := install.Install(o); err != nil { // twice changes nothing, the mark included
+		t.Fatal(err)
+	}
+	if _, err := install.Uninstall(o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".bashrc")); !os.IsNotExist(err) {
+		t.Errorf("~/.bashrc that install created is still there: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(home, ".profile")); err != nil || len(b) != 0 {
+		t.Errorf("~/.profile the person had: %q, %v", b, err)
+	}
+
+	// Created by install, then written into by the person: it stays, with
+	// what they wrote.
+	if _, err := install.Install(o); err != nil {
+		t.Fatal(err)
+	}
+	rc := filepath.Join(home, ".bashrc")
+	b, _ := os.ReadFile(rc)
+	if err := os.WriteFile(rc, append(b, "alias ll='ls -l'\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := install.Uninstall(o); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(rc); err != nil || string(b) != "alias ll='ls -l'\n" {
+		t.Errorf("~/.bashrc after uninstall: %q, %v", b, err)
+	}
+}

@@ -21,6 +21,10 @@ const (
 	// hookHeader starts every hook file guard writes, so uninstall removes
 	// only its own.
 	hookHeader = "# guard:"
+	// createdLine opens the block in a start-up file guard created: when
+	// uninstall leaves nothing else in it, the file goes too ("remove
+	// exactly what install added"); a file the person had stays, even empty.
+	createdLine = "# (guard created this file; guard uninstall removes it when nothing else is in it)"
 )
 
 // Where each start-up file gets the block. ~/.bashrc: at the top, before
@@ -154,6 +158,9 @@ func placeBlock(path, block string, where place) (bool, error) {
 		return false, fmt.Errorf("read %s: %w", path, err)
 	}
 	rest, _ := cut(string(old))
+	if errors.Is(err, fs.ErrNotExist) || strings.Contains(string(old), createdLine) && strings.TrimSpace(rest) == "" {
+		block = strings.Replace(block, blockStart+"\n", blockStart+"\n"+createdLine+"\n", 1)
+	}
 	var next string
 	switch where {
 	case atTop:
@@ -184,6 +191,12 @@ func removeBlock(path string) (bool, error) {
 	rest, found := cut(string(old))
 	if !found {
 		return false, nil
+	}
+	if strings.Contains(string(old), createdLine) && strings.TrimSpace(rest) == "" {
+		if err := os.Remove(path); err != nil {
+			return false, fmt.Errorf("remove %s: %w", path, err)
+		}
+		return true, nil
 	}
 	if err := writeUserFile(path, []byte(rest), 0o644); err != nil {
 		return false, fmt.Errorf("write %s: %w", path, err)
