@@ -472,6 +472,15 @@ urls = ["https://example.com/m.gguf"]
 				t.Errorf("problems: %+v, want model m.gguf fixed by %s", rep.Problems, fix)
 			}
 		}},
+		{name: "model a FIFO, guard heal", setup: func(t *testing.T, e *faultEnv) []string {
+			mkfifo(t, filepath.Join(e.Home, "m.gguf"))
+			return []string{"guard", "heal"}
+		}, status: 1, check: func(t *testing.T, e *faultEnv, r faultResult) {
+			if !regexp.MustCompile(`\nmodel +m\.gguf +failed: a FIFO, not a regular file; guard replaces only files it made; run rm \S+/m\.gguf\n`).MatchString(r.Stdout) {
+				t.Errorf("heal does not name status's fix:\n%s", r.Stdout)
+			}
+			mustBeFIFO(t, filepath.Join(e.Home, "m.gguf"))
+		}},
 		// A model reached through a symlinked file is healed at the link's
 		// target: the link stays, and both paths are one file, one lock.
 		{name: "model through a symlinked file", setup: func(t *testing.T, e *faultEnv) []string {
@@ -567,6 +576,14 @@ urls = ["https://example.com/m.gguf"]
 			notExec(t, e)
 			return []string{"foo"}
 		}, status: 126, stderr: `^guard: foo: .*/notexec is not executable: run chmod \+x .*/notexec\n$`},
+		{name: "manifest path not executable, guard heal", setup: func(t *testing.T, e *faultEnv) []string {
+			notExec(t, e)
+			return []string{"guard", "heal", "--dry-run"}
+		}, status: 0, check: func(t *testing.T, e *faultEnv, r faultResult) {
+			if !regexp.MustCompile(`\ntool +foo +would fail: \S+/notexec is not executable; run chmod \+x \S+/notexec\n`).MatchString(r.Stdout) {
+				t.Errorf("heal does not name status's fix:\n%s", r.Stdout)
+			}
+		}},
 		{name: "manifest path not executable, guard status", setup: func(t *testing.T, e *faultEnv) []string {
 			notExec(t, e)
 			return []string{"guard", "status", "--json"}
