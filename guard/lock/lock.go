@@ -53,9 +53,9 @@ func (h *Held) File() *os.File {
 }
 
 // Acquire takes the exclusive lock at path, creating its folder and the
-// lock file (state.OpenOwn). When another
-// process holds it, onWait is called once (to log lock.wait and tell the
-// person) and Acquire polls until ctx ends.
+// lock file (state.OpenOwn). When another process holds it, onWait is
+// called once (to log lock.wait and tell the person) and Acquire polls
+// until ctx ends.
 func Acquire(ctx context.Context, path string, onWait func()) (*Held, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
