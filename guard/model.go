@@ -45,8 +45,12 @@ func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool)
 	if m == nil {
 		e.debug("model %s: not in the manifest: header check only", path)
 		if err := models.CheckUnknown(path); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
+			var nr *models.NotRegularError
+			switch {
+			case errors.Is(err, os.ErrNotExist):
 				return &healError{fmt.Errorf("model %s is missing and the manifest does not know it; add a [[models]] entry with file = %q, size and urls to %s so guard can fetch it", path, filepath.Base(path), e.c.ManifestPath)}
+			case errors.As(err, &nr):
+				return &healError{fmt.Errorf("%v (the manifest does not know this file, so guard cannot fetch it)", nr)}
 			}
 			return &healError{fmt.Errorf("model %s: %v (the manifest does not know this file, so guard cannot fetch it)", path, err)}
 		}

@@ -16,6 +16,10 @@ type ToolHealth struct {
 	Path   string // the resolved target; "" when none was found
 	Err    error  // why no target was found
 	Broken string // why the target found cannot run; "" when it can
+	// Fix is the command a person runs when no heal can bring the tool
+	// back: "chmod +x PATH" for a manifest path that is there but not
+	// executable and that no build recipe makes. "" otherwise.
+	Fix string
 }
 
 // OK reports whether the tool can run as it is.
@@ -25,6 +29,13 @@ func (h ToolHealth) OK() bool { return h.Err == nil && h.Broken == "" }
 // nothing.
 func (e *Engine) ToolHealth(tool *manifest.Tool) ToolHealth {
 	path, err := e.resolve(tool)
+	var ne *resolve.NotExecutableError
+	if errors.As(err, &ne) && tool.Build == "" {
+		// Not an eviction: a file without the execute bit. A build
+		// recipe's output may be one a killed linker left, which the
+		// rebuild replaces; anything else only the person can fix.
+		return ToolHealth{Err: err, Fix: builds.QuoteArgv([]string{"chmod", "+x", ne.Path})}
+	}
 	if err != nil {
 		return ToolHealth{Err: err}
 	}
@@ -57,6 +68,9 @@ func (e *Engine) checkTool(tool *manifest.Tool) ToolHealth {
 func (e *Engine) healTool(ctx context.Context, tool *manifest.Tool, h ToolHealth) (string, error) {
 	if h.OK() {
 		return h.Path, nil
+	}
+	if h.Fix != "" {
+		return "", &execError{fmt.Errorf("%w: run %s", h.Err, h.Fix)}
 	}
 	why := h.Err
 	if why == nil {

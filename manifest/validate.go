@@ -395,7 +395,7 @@ func checkURL(raw string) string {
 			return fmt.Sprintf("%q has no host", raw)
 		}
 	case "http":
-		if !isLoopback(u.Hostname()) {
+		if !IsLoopback(u.Hostname()) {
 			return fmt.Sprintf("%q uses plain http, which is allowed only for loopback hosts (127.0.0.0/8, localhost, [::1]): use https", raw)
 		}
 	case "file":
@@ -413,7 +413,12 @@ func checkURL(raw string) string {
 	return ""
 }
 
-func isLoopback(host string) bool {
+// IsLoopback reports whether host names this machine: localhost in any
+// case, or a loopback address (an IPv4 one mapped into IPv6 included).
+// It is the one rule for plain http: the manifest admits an http url by
+// it, and a download follows a plain-http redirect only between hosts it
+// admits.
+func IsLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -437,6 +438,173 @@ urls = ["https://example.com/m.gguf"]
 			e.Env = append(e.Env, "PATH="+e.ShimDir+":"+e.Bin)
 			return []string{"npx", "cowsay"}
 		}, status: 127, stderr: `guard: npx: not found; tried .*/bin/npx\nguard: no build recipe or package heals it; install it, or give \[tools\.npx\] a path, build or package in the manifest`},
+		// A model path is a folder others may write: what is there that is
+		// not a file is said, never waited on, never replaced.
+		{name: "model a FIFO", env: []string{"GUARD_TIMEOUT=3"}, setup: func(t *testing.T, e *faultEnv) []string {
+			call := modelCall("/norange")(t, e)
+			mkfifo(t, call[2])
+			return call
+		}, status: 127, stderr: `guard: llama-completion: model .*/models/m\.gguf is a FIFO, not a regular file; guard replaces only files it made: remove it and the next call downloads the model\n`,
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				mustBeFIFO(t, filepath.Join(e.Home, "models", "m.gguf"))
+			}},
+		{name: "unknown model a FIFO", env: []string{"GUARD_TIMEOUT=3"}, setup: func(t *testing.T, e *faultEnv) []string {
+			p := filepath.Join(e.Home, "u.gguf")
+			mkfifo(t, p)
+			return []string{"llama-completion", "-m", p, "-p", "hi"}
+		}, status: 127, stderr: `guard: llama-completion: model .*/u\.gguf is a FIFO, not a regular file \(the manifest does not know this file, so guard cannot fetch it\)\n`},
+		{name: "model a FIFO, guard status", setup: func(t *testing.T, e *faultEnv) []string {
+			mkfifo(t, filepath.Join(e.Home, "m.gguf"))
+			return []string{"guard", "status", "--json"}
+		}, status: 1, check: func(t *testing.T, e *faultEnv, r faultResult) {
+			var rep struct {
+				Problems []struct{ What, Fix string }
+				Models   []struct{ File, State, Reason string }
+			}
+			if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Models) != 1 || rep.Models[0].State != "not-regular" || rep.Models[0].Reason != "a FIFO, not a regular file; guard replaces only files it made" {
+				t.Errorf("models: %+v", rep.Models)
+			}
+			fix := "rm " + filepath.Join(e.Home, "m.gguf")
+			if len(rep.Problems) != 1 || rep.Problems[0].What != "model m.gguf" || rep.Problems[0].Fix != fix {
+				t.Errorf("problems: %+v, want model m.gguf fixed by %s", rep.Problems, fix)
+			}
+		}},
+		{name: "model a FIFO, guard heal", setup: func(t *testing.T, e *faultEnv) []string {
+			mkfifo(t, filepath.Join(e.Home, "m.gguf"))
+			return []string{"guard", "heal"}
+		}, status: 1, check: func(t *testing.T, e *faultEnv, r faultResult) {
+			if !regexp.MustCompile(`\nmodel +m\.gguf +failed: a FIFO, not a regular file; guard replaces only files it made; run rm \S+/m\.gguf\n`).MatchString(r.Stdout) {
+				t.Errorf("heal does not name status's fix:\n%s", r.Stdout)
+			}
+			mustBeFIFO(t, filepath.Join(e.Home, "m.gguf"))
+		}},
+		// A model reached through a symlinked file is healed at the link's
+		// target: the link stays, and both paths are one file, one lock.
+		{name: "model through a symlinked file", setup: func(t *testing.T, e *faultEnv) []string {
+			call := modelCall("/norange")(t, e)
+			alias := filepath.Join(e.Dir, "alias", "m.gguf")
+			os.MkdirAll(filepath.Dir(alias), 0o755)
+			os.MkdirAll(filepath.Dir(call[2]), 0o755)
+			os.Symlink(call[2], alias) // dangling: the model was evicted
+			call[2] = alias
+			return call
+		}, status: 0, stdout: fmt.Sprintf("model bytes: %d\n", badModelSize),
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				alias, real := filepath.Join(e.Dir, "alias", "m.gguf"), filepath.Join(e.Home, "models", "m.gguf")
+				if fi, err := os.Lstat(alias); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+					t.Errorf("the link was not kept: %v %v", fi, err)
+				}
+				if b, _ := os.ReadFile(real); string(b) != string(model) {
+					t.Errorf("the link's target is not the model (%d bytes)", len(b))
+				}
+				again := e.Run("llama-completion", "-m", real, "-p", "hi", "-n", "4")
+				if again.Code != 0 {
+					t.Errorf("the call by the target's path: %s", again)
+				}
+				if n := len(logEvents(t, e.Log, "model.download")); n != 1 {
+					t.Errorf("%d downloads, want 1", n)
+				}
+				if locks, _ := filepath.Glob(filepath.Join(e.StateDir, "locks", "model-*")); len(locks) != 1 {
+					t.Errorf("model locks %v, want one for both paths", locks)
+				}
+			}},
+		{name: "model link of another user", setup: func(t *testing.T, e *faultEnv) []string {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root to give a link away")
+			}
+			call := modelCall("/norange")(t, e)
+			victim := filepath.Join(e.Dir, "victim")
+			os.WriteFile(victim, []byte("keep me\n"), 0o644)
+			shared := filepath.Join(e.Dir, "shared")
+			os.MkdirAll(shared, 0o1777)
+			link := filepath.Join(shared, "m.gguf")
+			os.Symlink(victim, link)
+			if err := os.Lchown(link, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			call[2] = link
+			return call
+		}, status: 127, stderr: `model .*/shared/m\.gguf is a symlink of uid 65534; guard follows only links of its own user or root: remove it, or use the file's own path`,
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				if b, _ := os.ReadFile(filepath.Join(e.Dir, "victim")); string(b) != "keep me\n" {
+					t.Errorf("the link was followed: victim now %d bytes", len(b))
+				}
+				if fi, err := os.Lstat(filepath.Join(e.Dir, "shared", "m.gguf")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+					t.Errorf("the link is gone: %v %v", fi, err)
+				}
+			}},
+		// guard's own files are never waited on and never followed: what
+		// was planted in their place is replaced.
+		{name: "lock a FIFO", env: []string{"GUARD_TIMEOUT=2"}, setup: func(t *testing.T, e *faultEnv) []string {
+			os.MkdirAll(filepath.Join(e.StateDir, "locks"), 0o700)
+			mkfifo(t, filepath.Join(e.StateDir, "locks", "shims.lock"))
+			os.Remove(filepath.Join(e.ShimDir, "llama-completion"))
+			return []string{"npx", "cowsay"}
+		}, status: 0, stdout: "npx --yes cowsay\n",
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				mustBeRegular(t, filepath.Join(e.StateDir, "locks", "shims.lock"))
+				if _, err := os.Lstat(filepath.Join(e.ShimDir, "llama-completion")); err != nil {
+					t.Errorf("the shim was not mended: %v", err)
+				}
+			}},
+		{name: "lock a symlink", setup: func(t *testing.T, e *faultEnv) []string {
+			os.MkdirAll(filepath.Join(e.StateDir, "locks"), 0o700)
+			os.Symlink(filepath.Join(e.Dir, "created-by-guard"), filepath.Join(e.StateDir, "locks", "shims.lock"))
+			os.Remove(filepath.Join(e.ShimDir, "llama-completion"))
+			return []string{"npx", "cowsay"}
+		}, status: 0, stdout: "npx --yes cowsay\n",
+			check: func(t *testing.T, e *faultEnv, r faultResult) {
+				if _, err := os.Lstat(filepath.Join(e.Dir, "created-by-guard")); err == nil {
+					t.Error("the lock's link was followed: its target was created")
+				}
+				mustBeRegular(t, filepath.Join(e.StateDir, "locks", "shims.lock"))
+			}},
+		{name: "install marker a FIFO", env: []string{"GUARD_TIMEOUT=2"}, setup: func(t *testing.T, e *faultEnv) []string {
+			// The shim folder gone whole: the marker says whether it is
+			// the one install made and a call should rebuild.
+			os.Remove(filepath.Join(e.StateDir, "installed"))
+			mkfifo(t, filepath.Join(e.StateDir, "installed"))
+			e.Env = append(e.Env, "GUARD_SHIM_DIR="+filepath.Join(e.Dir, "gone"))
+			return []string{"npx", "cowsay"}
+		}, status: 0, stdout: "npx --yes cowsay\n"},
+		// A manifest path that is there but not executable is the shell's
+		// 126, with the fix guard cannot make; status names the same fix.
+		{name: "manifest path not executable", setup: func(t *testing.T, e *faultEnv) []string {
+			notExec(t, e)
+			return []string{"foo"}
+		}, status: 126, stderr: `^guard: foo: .*/notexec is not executable: run chmod \+x .*/notexec\n$`},
+		{name: "manifest path not executable, guard heal", setup: func(t *testing.T, e *faultEnv) []string {
+			notExec(t, e)
+			return []string{"guard", "heal", "--dry-run"}
+		}, status: 0, check: func(t *testing.T, e *faultEnv, r faultResult) {
+			if !regexp.MustCompile(`\ntool +foo +would fail: \S+/notexec is not executable; run chmod \+x \S+/notexec\n`).MatchString(r.Stdout) {
+				t.Errorf("heal does not name status's fix:\n%s", r.Stdout)
+			}
+		}},
+		{name: "manifest path not executable, guard status", setup: func(t *testing.T, e *faultEnv) []string {
+			notExec(t, e)
+			return []string{"guard", "status", "--json"}
+		}, status: 1, check: func(t *testing.T, e *faultEnv, r faultResult) {
+			var rep struct {
+				Problems []struct{ What, Fix string }
+				Tools    []struct{ Name, State, Reason string }
+			}
+			if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(e.Dir, "notexec")
+			for _, tool := range rep.Tools {
+				if tool.Name == "foo" && (tool.State != "broken" || tool.Reason != path+" is not executable") {
+					t.Errorf("tool foo: %+v", tool)
+				}
+			}
+			if len(rep.Problems) != 1 || rep.Problems[0].What != "tool foo" || rep.Problems[0].Fix != "chmod +x "+path {
+				t.Errorf("problems: %+v", rep.Problems)
+			}
+		}},
 	}
 
 	for _, tc := range cases {
@@ -478,6 +646,38 @@ urls = ["https://example.com/m.gguf"]
 			checkLogLines(t, e.Log)
 		})
 	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustBeFIFO(t *testing.T, path string) {
+	t.Helper()
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("%s is no longer the FIFO that was there: %v %v", path, fi, err)
+	}
+}
+
+func mustBeRegular(t *testing.T, path string) {
+	t.Helper()
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("%s is not a regular file: %v %v", path, fi, err)
+	}
+}
+
+// notExec makes tool foo's manifest path a file without the execute bit.
+func notExec(t *testing.T, e *faultEnv) {
+	t.Helper()
+	guardtest.WriteFile(t, filepath.Join(e.Dir, "notexec"), "#!/bin/sh\necho hi\n", 0o644)
+	e.WriteManifest(badManifest(fmt.Sprintf("size = %d", badModelSize)) + "[tools.foo]\npath = \"$DIR/notexec\"\n")
+	os.Symlink("guard", filepath.Join(e.ShimDir, "foo"))
 }
 
 // removeLog takes away a FIFO a case planted as the log, which the table's

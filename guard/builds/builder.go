@@ -183,7 +183,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 			return fail(&BuildError{Index: i + 1, Status: -1, Err: errors.New("empty step")})
 		}
 		out.SetPrefix(fmt.Sprintf("step %d/%d %s", i+1, len(rec.Steps), step[0]), rep)
-		fmt.Fprintf(logf, "$ %s\n", quoteArgv(step))
+		fmt.Fprintf(logf, "$ %s\n", QuoteArgv(step))
 		if err := b.run(ctx, step, rec.Dir, env, out, lockFile); err != nil {
 			e := stepError(ctx, i+1, step, err)
 			if !e.interrupted() {
@@ -209,7 +209,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 // into a sibling folder and renames it, so a clone cut short by the heal
 // timeout never leaves a half-filled rec.Dir that later builds would trust.
 func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWriter, rep *progress.Reporter, lockFile *os.File) error {
-	hint := quoteArgv([]string{"git", "clone", "--depth", "1", rec.Repo, rec.Dir})
+	hint := QuoteArgv([]string{"git", "clone", "--depth", "1", rec.Repo, rec.Dir})
 	if rec.Repo == "" {
 		return fmt.Errorf("source folder %s is missing and the recipe names no repo; put the sources there", rec.Dir)
 	}
@@ -226,7 +226,7 @@ func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWrite
 	}
 	argv := []string{"git", "clone", "--depth", "1", rec.Repo, partial}
 	out.SetPrefix("cloning "+rec.Repo, rep)
-	fmt.Fprintf(out.w, "$ %s\n", quoteArgv(argv))
+	fmt.Fprintf(out.w, "$ %s\n", QuoteArgv(argv))
 	// A private or mistyped repo must fail, not wait for a password.
 	env := append(b.baseEnv(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=true", "SSH_ASKPASS=true")
 	if err := b.run(ctx, argv, parent, env, out, lockFile); err != nil {
@@ -306,8 +306,8 @@ func safeName(name string) string {
 	return name
 }
 
-// quoteArgv renders argv for a person to read or paste into a shell.
-func quoteArgv(argv []string) string {
+// QuoteArgv renders argv for a person to read or paste into a shell.
+func QuoteArgv(argv []string) string {
 	parts := make([]string, len(argv))
 	for i, a := range argv {
 		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {

@@ -38,7 +38,7 @@ func (e *BuildError) Error() string {
 			fmt.Fprintf(&b, "step %d/%d", e.Index, e.Steps)
 		}
 		if e.Step != nil {
-			fmt.Fprintf(&b, " (%s)", quoteArgv(e.Step))
+			fmt.Fprintf(&b, " (%s)", QuoteArgv(e.Step))
 		}
 		b.WriteString(" " + e.what())
 	}

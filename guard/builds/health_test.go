@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,5 +274,35 @@ func TestLibraries(t *testing.T) {
 	}
 	if found, missing := builds.Libraries("/bin/sh-does-not-exist", ""); found != nil || missing != nil {
 		t.Fatalf("a missing file loads %q, %q", found, missing)
+	}
+}
+
+// A FIFO planted as a binary's stamp is never waited on: the full check
+// runs, and its new stamp replaces the FIFO.
+func TestCheckBinaryStampAFIFO(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "tool")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stamps := t.TempDir()
+	if h := builds.CheckBinary(bin, stamps, ""); !h.OK {
+		t.Fatalf("first check: %+v", h)
+	}
+	entries, _ := os.ReadDir(stamps)
+	if len(entries) != 1 {
+		t.Fatalf("want one stamp, got %v", entries)
+	}
+	stamp := filepath.Join(stamps, entries[0].Name())
+	os.Remove(stamp)
+	if err := syscall.Mkfifo(stamp, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	guardtest.Within(t, "CheckBinary with a FIFO for its stamp", func() {
+		if h := builds.CheckBinary(bin, stamps, ""); !h.OK {
+			t.Errorf("check: %+v", h)
+		}
+	})
+	if fi, err := os.Lstat(stamp); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the stamp is not a file again: %v %v", fi, err)
 	}
 }

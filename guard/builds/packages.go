@@ -161,7 +161,7 @@ func (b *Builder) aptInstall(ctx context.Context, pkgs []string) error {
 	runLogged := func(argv []string, label string) (string, error) {
 		var buf bytes.Buffer
 		out.SetPrefix(label, rep)
-		fmt.Fprintf(logf, "$ %s\n", quoteArgv(argv))
+		fmt.Fprintf(logf, "$ %s\n", QuoteArgv(argv))
 		err := b.run(ctx, argv, "/", env, io.MultiWriter(out, &limitedBuffer{buf: &buf, max: 64 << 10}), nil)
 		return buf.String(), err
 	}
@@ -175,7 +175,7 @@ func (b *Builder) aptInstall(ctx context.Context, pkgs []string) error {
 		rep.Stop("")
 		e := stepError(ctx, 1, installArgv, err)
 		e.Name, e.Steps, e.Last, e.Log = "install "+list, 1, out.Last(), logPath
-		msg := fmt.Sprintf("install %s: %s %s", list, quoteArgv(installArgv), e.what())
+		msg := fmt.Sprintf("install %s: %s %s", list, QuoteArgv(installArgv), e.what())
 		if e.Last != "" {
 			msg += fmt.Sprintf(" (%s)", clip(e.Last, 200))
 		}

@@ -84,9 +84,13 @@ func sameInt(s string, n int64) bool {
 
 // readSmall reads a stamp with raw descriptors: open, one read, close.
 // os.ReadFile adds an fstat, a second read and a poller registration, and
-// every syscall counts on the per-call path.
+// every syscall counts on the per-call path. The open neither follows a
+// link nor waits on a FIFO planted in the stamp's place; no fstat is
+// needed to refuse what is not a file, since a stamp holds only when its
+// text names this very binary (a FIFO with no writer reads empty, a
+// device fills the buffer: no stamp either way).
 func readSmall(path string) (string, bool) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return "", false
 	}

@@ -192,7 +192,11 @@ func (h *healer) tools(ctx context.Context, r *Report, jobs []*job, want func(st
 			continue
 		}
 		j := jobOf[t.Name]
-		if j == nil {
+		switch {
+		case t.Fix != "":
+			h.add("tool", t.Name, h.failed(), cannotHeal(t.Reason, t.Fix))
+			continue
+		case j == nil:
 			h.add("tool", t.Name, "ok", "")
 			continue
 		}
@@ -237,12 +241,20 @@ func (h *healer) models(ctx context.Context, r *Report, jobs []*job, want func(s
 			jobOf[j.name] = j
 		}
 	}
+	fixes := map[string]ModelState{}
+	for _, ms := range r.Models {
+		if ms.Fix != "" {
+			fixes[ms.File] = ms
+		}
+	}
 	for _, m := range c.M.Models {
 		if !want(m.File) {
 			continue
 		}
 		j := jobOf[m.File]
-		switch {
+		switch ms, fix := fixes[m.File]; {
+		case fix:
+			h.add("model", m.File, h.failed(), cannotHeal(ms.Reason, ms.Fix))
 		case j == nil:
 			h.add("model", m.File, "ok", "")
 		case h.dryRun:
@@ -256,6 +268,10 @@ func (h *healer) models(ctx context.Context, r *Report, jobs []*job, want func(s
 		}
 	}
 }
+
+// cannotHeal is the detail of what a heal leaves to the person: why, and
+// the Fix status names too.
+func cannotHeal(reason, fix string) string { return oneLine(reason) + "; run " + fix }
 
 // auth says which credentials are missing; guard cannot heal them, and
 // they never block a call.

@@ -32,8 +32,8 @@ func plan(c *guard.Config, r *Report, want func(string) bool) []*job {
 	var jobs []*job
 	byKey := map[string]*job{}
 	for _, t := range r.Tools {
-		if t.State == "ok" || !want(t.Name) {
-			continue
+		if t.State == "ok" || t.Fix != "" || !want(t.Name) {
+			continue // a Fix is the person's to run: no job of a heal's
 		}
 		j := toolJob(c, c.M.Tools[t.Name])
 		if have := byKey[j.kind+":"+j.name]; have != nil {
@@ -44,7 +44,7 @@ func plan(c *guard.Config, r *Report, want func(string) bool) []*job {
 		jobs = append(jobs, j)
 	}
 	for _, m := range r.Models {
-		if modelUsable(m.State) || !want(m.File) {
+		if modelUsable(m.State) || m.Fix != "" || !want(m.File) {
 			continue
 		}
 		j := &job{kind: "download", name: m.File, bytes: m.DownloadBytes}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
@@ -58,6 +59,7 @@ type ToolState struct {
 	Static    bool     `json:"static,omitempty"`
 	Build     string   `json:"build,omitempty"`
 	Package   string   `json:"package,omitempty"`
+	Fix       string   `json:"fix,omitempty"` // what only the person can do: no heal fixes it
 }
 
 // BuildState is a build recipe, whether its source folder is there, and
@@ -82,8 +84,10 @@ type PackageState struct {
 
 // ModelState is a model file: ok, unverified, missing (evicted: it was
 // here), not-fetched (never downloaded here), truncated, not-gguf,
-// hash-mismatch or stale (pinned, hashed again on the next call).
-// DownloadBytes is what a heal would download.
+// hash-mismatch, stale (pinned, hashed again on the next call) or
+// not-regular (a FIFO, device, socket or folder guard will not replace:
+// Fix says what the person runs). DownloadBytes is what a heal would
+// download.
 type ModelState struct {
 	File          string    `json:"file"`
 	Path          string    `json:"path"`
@@ -98,6 +102,7 @@ type ModelState struct {
 	// verified against: "manifest" (a pin) or the url whose X-Linked-Etag
 	// gave it.
 	SHA256DeclaredBy string `json:"sha256_declared_by,omitempty"`
+	Fix              string `json:"fix,omitempty"` // what only the person can do: no heal fixes it
 	// Speeds in tokens per second: the manifest's (the prior of every
 	// budget) and the low percentile of the last calls on this machine.
 	DeclaredTPS  float64 `json:"declared_tps,omitempty"`
@@ -136,7 +141,8 @@ func fixPath(shimDir string) string { return install.ExportPath(shimDir) }
 // each: guard not installed (install), a file in the way of a shim
 // (install --force), the shim folder not first in PATH (an export line
 // only the caller's shell can run), a shim, tool or model a heal brings
-// back. A tool never built or a model never fetched here is not a problem
+// back, or the command only the person can run (a tool's or model's Fix).
+// A tool never built or a model never fetched here is not a problem
 // (a fresh install is not an emergency: see notFetched), nor is a stale
 // link, a missing package or missing auth: packages are installed when a
 // heal needs them, auth never blocks a call.
@@ -159,12 +165,12 @@ func (r *Report) problems() []Problem {
 	}
 	for _, t := range r.Tools {
 		if t.State != "ok" && t.State != "not-built" {
-			add("tool "+printable(t.Name), fixHeal)
+			add("tool "+printable(t.Name), cmp.Or(t.Fix, fixHeal))
 		}
 	}
 	for _, m := range r.Models {
 		if !modelUsable(m.State) && m.State != "not-fetched" {
-			add("model "+printable(m.File), fixHeal)
+			add("model "+printable(m.File), cmp.Or(m.Fix, fixHeal))
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +14,9 @@ import (
 	"github.com/sandbox-guard/guard/guard/auth"
 	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/guard/models/verify"
+	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -115,6 +118,10 @@ func toolState(e *guard.Engine, tool *manifest.Tool) ToolState {
 	ts := ToolState{Name: tool.Name, Build: tool.Build, Package: tool.Package, State: "ok"}
 	h := e.ToolHealth(tool)
 	switch {
+	case errors.As(h.Err, new(*resolve.NotExecutableError)):
+		// There, not evicted: a build recipe's rebuild or the person's
+		// chmod (Fix) mends it.
+		ts.State, ts.Reason, ts.Fix = "broken", h.Err.Error(), h.Fix
 	case h.Err != nil && tool.Build != "" && tool.Path != "" && !builtHere(c, tool):
 		ts.State, ts.Reason = "not-built", "never built here: "+tool.Path
 	case h.Err != nil:
@@ -181,6 +188,13 @@ func modelState(e *guard.Engine, m *manifest.Model) ModelState {
 	}
 	if until, reason, ok := healer.LastFailure(path); ok {
 		st.RetryAfter, st.Reason = until, reason
+	}
+	if st.State == string(verify.NotRegular) {
+		what, rm := models.Kind(path), "rm"
+		if what == "a folder" {
+			rm = "rmdir" // fails on a folder with something in it: the person looks first
+		}
+		st.Reason, st.Fix = what+", not a regular file; guard replaces only files it made", builds.QuoteArgv([]string{rm, path})
 	}
 	st.DeclaredTPS = m.Budget.TokensPerSecond
 	st.MeasuredTPS, st.SpeedSamples = e.Speeds().Measured(m.File)

@@ -212,8 +212,10 @@ func (p *printer) headline(w io.Writer, r *Report) {
 			fmt.Fprintf(w, "guard: %s: %s; run guard install\n", p.mark(false, "not installed"), p.tilde(r.ShimDir))
 		case fixInstallForce:
 			fmt.Fprintf(w, "guard: %s: %s (a file guard did not put there); run guard install --force\n", p.mark(false, "in the way"), items)
-		default: // the PATH line
+		case fixPath(r.ShimDir):
 			fmt.Fprintf(w, "guard: %s: %s; run: %s\n", p.mark(false, "not first in PATH"), p.tilde(r.ShimDir), fix)
+		default: // a tool's or model's Fix: what only the person can do
+			fmt.Fprintf(w, "guard: %s: %s; run: %s\n", p.mark(false, "guard cannot heal"), items, printable(fix))
 		}
 	}
 	if todo := r.notFetched(); len(todo) > 0 {
@@ -262,6 +264,8 @@ func (p *printer) modelDetail(m ModelState) string {
 		s = "download " + humanBytes(m.DownloadBytes)
 	case m.State == "missing":
 		s = "needs " + humanBytes(m.DownloadBytes)
+	case m.State == "not-regular":
+		s = p.tildeAll(m.Reason)
 	default:
 		s = humanBytes(m.OnDisk) + " of " + humanBytes(m.Size)
 	}

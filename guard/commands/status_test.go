@@ -47,6 +47,7 @@ type documentedReport struct {
 		Static    bool     `json:"static"`
 		Build     string   `json:"build"`
 		Package   string   `json:"package"`
+		Fix       string   `json:"fix"`
 	} `json:"tools"`
 	Builds []struct {
 		Name      string    `json:"name"`
@@ -74,6 +75,7 @@ type documentedReport struct {
 		Reason     string    `json:"reason"`
 		// Who declared the sha256 an ok model was verified against.
 		SHA256DeclaredBy string  `json:"sha256_declared_by"`
+		Fix              string  `json:"fix"`
 		DeclaredTPS      float64 `json:"declared_tps"`
 		MeasuredTPS      float64 `json:"measured_tps"`
 		SpeedSamples     int     `json:"speed_samples"`

@@ -3,7 +3,6 @@ package install
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // Background is a heal started with `guard heal --background`.
@@ -63,14 +64,11 @@ func (b Background) Start() (int, error) {
 			return 0, err
 		}
 	}
-	logf, err := os.OpenFile(b.LogPath(), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	logf, err := state.OpenOwn(b.LogPath(), os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("open %s: %w", b.LogPath(), err)
 	}
 	defer logf.Close()
-	if fi, err := logf.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return 0, fmt.Errorf("open %s: not a regular file", b.LogPath())
-	}
 	cmd := &exec.Cmd{
 		Path:        b.Self,
 		Args:        append([]string{"guard", "heal"}, b.Names...),
@@ -112,7 +110,7 @@ func lowerPriority() error {
 // Every, and then the stamp says one starts now. Two shells starting at
 // once race for the stamp's lock; the loser starts nothing.
 func (b Background) due() (bool, error) {
-	f, err := os.OpenFile(b.stampPath(), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	f, err := state.OpenOwn(b.stampPath(), os.O_RDWR, 0o600)
 	if err != nil {
 		return false, fmt.Errorf("open %s: %w", b.stampPath(), err)
 	}
@@ -124,8 +122,8 @@ func (b Background) due() (bool, error) {
 		return false, fmt.Errorf("lock %s: %w", b.stampPath(), err)
 	}
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return false, &fs.PathError{Op: "stat", Path: b.stampPath(), Err: errors.New("not a regular file")}
+	if err != nil {
+		return false, err
 	}
 	now := time.Now()
 	if fi.Size() > 0 && now.Sub(fi.ModTime()) < b.Every && fi.ModTime().Before(now.Add(time.Minute)) {

@@ -149,7 +149,7 @@ func Install(o Options) (*Report, error) {
 	if o.Restore.Source != "" {
 		text += sourcePrefix + o.Restore.Source + "\n"
 	}
-	if b, _ := os.ReadFile(marker); string(b) != text {
+	if b, _ := readMarker(o.StateDir); string(b) != text {
 		if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 			return r, fmt.Errorf("record install: %w", err)
 		}
@@ -168,7 +168,7 @@ const sourcePrefix = "source "
 // used and the source folder it was given, so a later `guard install`
 // without --source keeps rebuilding from it.
 func Recorded(stateDir string) (shimDir, source string) {
-	b, err := os.ReadFile(state.Layout{Dir: stateDir}.Installed())
+	b, err := readMarker(stateDir)
 	if err != nil {
 		return "", ""
 	}
@@ -180,6 +180,16 @@ func Recorded(stateDir string) (shimDir, source string) {
 	}
 	return lines[0], source
 }
+
+// readMarker reads the install marker, guard's own file: a link or FIFO in
+// its place is no marker (install replaces it), never followed or waited
+// on, since a call reads it when the shim folder is gone.
+func readMarker(stateDir string) ([]byte, error) {
+	return state.ReadRegular(state.Layout{Dir: stateDir}.Installed(), maxMarker, true)
+}
+
+// maxMarker bounds what is read of the install marker: two paths.
+const maxMarker = 64 << 10
 
 // manifestSteps writes the default manifest when there is none and
 // records the shim folder in it when this install chose another one.

@@ -5,9 +5,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // A dotfiles manager's ~/.bashrc is a link into its repository: install
@@ -143,4 +146,18 @@ func TestUninstallRemovesTheStartUpFilesItCreated(t *testing.T) {
 	if b, err := os.ReadFile(rc); err != nil || string(b) != "alias ll='ls -l'\n" {
 		t.Errorf("~/.bashrc after uninstall: %q, %v", b, err)
 	}
+}
+
+// The install marker is guard's own file: a FIFO in its place is not
+// waited on (a call reads it when the shim folder is gone whole).
+func TestRecordedDoesNotWaitOnAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(state.Layout{Dir: dir}.Installed(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	guardtest.Within(t, "Recorded of a FIFO", func() {
+		if shims, src := install.Recorded(dir); shims != "" || src != "" {
+			t.Errorf("Recorded = %q, %q from a FIFO", shims, src)
+		}
+	})
 }

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // pollEvery is how often a waiting Acquire tries the lock again.
@@ -50,14 +52,17 @@ func (h *Held) File() *os.File {
 	return h.f
 }
 
-// Acquire takes the exclusive lock at path, creating its folder. When another
-// process holds it, onWait is called once (to log lock.wait and tell the
-// person) and Acquire polls until ctx ends.
+// Acquire takes the exclusive lock at path, creating its folder and the
+// lock file (state.OpenOwn). When another process holds it, onWait is
+// called once (to log lock.wait and tell the person) and Acquire polls
+// until ctx ends.
 func Acquire(ctx context.Context, path string, onWait func()) (*Held, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	// A FIFO or link planted in guard's own folder would hold the open or
+	// have guard create and lock another file: OpenOwn replaces it.
+	f, err := state.OpenOwn(path, os.O_RDONLY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

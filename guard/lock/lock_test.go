@@ -6,9 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/lock"
 )
 
@@ -86,4 +88,40 @@ func TestChildKeepsLock(t *testing.T) {
 	}
 	other.Release()
 	h.Release() // already closed: must not panic
+}
+
+// What was planted where the lock file goes, in guard's own folder (a FIFO
+// that would hold the open, a link that would have guard create or lock
+// another file), is replaced by a lock file of guard's own: never waited
+// on, never followed.
+func TestAcquireReplacesWhatWasPlanted(t *testing.T) {
+	dir := t.TempDir()
+	fifo, link := filepath.Join(dir, "locks", "f.lock"), filepath.Join(dir, "locks", "l.lock")
+	os.MkdirAll(filepath.Dir(fifo), 0o700)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "created-by-guard")
+	os.Symlink(target, link)
+	for _, path := range []string{fifo, link} {
+		guardtest.Within(t, "Acquire of "+path, func() {
+			h, err := lock.Acquire(context.Background(), path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Release()
+		})
+		if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s is not a lock file: %v %v", path, fi, err)
+		}
+	}
+	if _, err := os.Lstat(target); err == nil {
+		t.Error("the link was followed: its target was created")
+	}
+	// A folder there is not guard's to remove: an error, not a wait.
+	dirLock := filepath.Join(dir, "locks", "d.lock")
+	os.Mkdir(dirLock, 0o700)
+	if _, err := lock.Acquire(context.Background(), dirLock, nil); err == nil {
+		t.Error("a folder was taken for a lock file")
+	}
 }

@@ -38,8 +38,13 @@ func itoa(n int64) string {
 	return string(b)
 }
 
+// maxFailure bounds what is read of a failure record: a path, a reason.
+const maxFailure = 64 << 10
+
 func (h *Healer) readFailure(path string) (failure, bool) {
-	b, err := os.ReadFile(h.failurePath(path))
+	// guard's own record: a link or FIFO in its place is none, never
+	// followed or waited on (state.Replace writes over it).
+	b, err := state.ReadRegular(h.failurePath(path), maxFailure, true)
 	if err != nil {
 		return failure{}, false
 	}

@@ -71,8 +71,15 @@ func (h *Healer) Check(m *manifest.Model, path string) verify.Status {
 // force ignores a remembered failure (`guard heal`). tool names the caller
 // in heal events.
 func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, path string, force bool) error {
-	if h.Check(m, path).Healthy() {
+	switch st := h.Check(m, path); {
+	case st.Healthy():
 		return nil
+	case st == verify.NotRegular:
+		return refuseNotRegular(path)
+	}
+	dest, err := destination(path)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	limit := cmpDur(h.HealTimeout, DefaultHealTimeout)
@@ -80,7 +87,7 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 	defer cancel()
 
 	name := filepath.Base(path)
-	held, err := lock.Acquire(ctx, h.layout().Lock("model-"+state.PathKey(resolved(path))), func() {
+	held, err := lock.Acquire(ctx, h.layout().Lock("model-"+state.PathKey(dest)), func() {
 		h.say("guard: another process is healing %s; waiting", name)
 		h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: path})
 	})
@@ -92,10 +99,10 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 	}
 	defer held.Release()
 
-	err = h.heal(ctx, tool, m, path, force)
+	err = h.heal(ctx, tool, m, path, dest, force)
 	if err != nil && ctx.Err() == context.DeadlineExceeded {
 		var kept int64
-		if fi, serr := os.Lstat(path + ".partial"); serr == nil && fi.Mode().IsRegular() {
+		if fi, serr := os.Lstat(dest + ".partial"); serr == nil && fi.Mode().IsRegular() {
 			kept = fi.Size()
 		}
 		doing := "downloading"
@@ -110,12 +117,13 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 // errWaiting marks a heal that ended while another process downloaded.
 var errWaiting = errors.New("waiting for another process's download")
 
-// heal runs under the model's lock. The lock is a file in guard's state
-// folder, which a cleaner may delete while a download runs; the partial
-// file's own lock is what two downloads of one file really meet at, so a
-// healer that finds another writing it waits there and checks again,
-// never failing because someone else is downloading.
-func (h *Healer) heal(ctx context.Context, tool string, m *manifest.Model, path string, force bool) error {
+// heal runs under the model's lock; dest is the file path names (see
+// destination), where the download goes. The lock is a file in guard's
+// state folder, which a cleaner may delete while a download runs; the
+// partial file's own lock is what two downloads of one file really meet
+// at, so a healer that finds another writing it waits there and checks
+// again, never failing because someone else is downloading.
+func (h *Healer) heal(ctx context.Context, tool string, m *manifest.Model, path, dest string, force bool) error {
 	name := filepath.Base(path)
 	for {
 		// Another process may have healed it while we waited.
@@ -123,15 +131,18 @@ func (h *Healer) heal(ctx context.Context, tool string, m *manifest.Model, path 
 		if st.Healthy() {
 			return nil
 		}
+		if st == verify.NotRegular {
+			return refuseNotRegular(path)
+		}
 		if !force {
 			if f, ok := h.failure(path, m); ok {
 				return fmt.Errorf("model %s could not be healed %s ago: %s; guard tries again after %s (run `guard heal %s` to retry now)",
 					name, time.Since(f.At).Round(time.Second), f.Reason, f.Until.Format("15:04:05"), m.File)
 			}
 		}
-		waited, err := fetch.WaitIdle(ctx, path, func() {
+		waited, err := fetch.WaitIdle(ctx, dest, func() {
 			h.say("guard: another process is downloading %s; waiting", name)
-			h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: path + ".partial"})
+			h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: dest + ".partial"})
 		})
 		if err != nil {
 			return fmt.Errorf("heal model %s: %w: %w", name, errWaiting, err)
@@ -145,21 +156,11 @@ func (h *Healer) heal(ctx context.Context, tool string, m *manifest.Model, path 
 				return err
 			}
 		}
-		err = h.download(ctx, tool, m, path, st)
+		err = h.download(ctx, tool, m, path, dest, st)
 		if !errors.Is(err, fetch.ErrBusy) {
 			return err
 		}
 	}
-}
-
-// resolved is path with its folder's symlinks resolved: the same model
-// reached through a symlinked folder is one file, with one lock.
-func resolved(path string) string {
-	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
-	if err != nil {
-		return path // the folder does not exist yet: nothing links to it
-	}
-	return filepath.Join(dir, filepath.Base(path))
 }
 
 // errHealLimit is the cause of a heal's context when [budget] heal ends it
@@ -217,28 +218,29 @@ func (h *Healer) verify(tool string, m *manifest.Model, path string) (verify.Sta
 	return st, nil
 }
 
-// download fetches m to path. Failures that cost a download are remembered.
-func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, path string, st verify.Status) error {
+// download fetches m to dest, the file path names. Failures that cost a
+// download are remembered.
+func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, path, dest string, st verify.Status) error {
 	name := filepath.Base(path)
 	if len(m.URLs) == 0 {
 		return fmt.Errorf("model %s is %s and the manifest gives no urls to download it from", name, describeStatus(st))
 	}
-	dir := filepath.Dir(path)
+	dir := filepath.Dir(dest)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
-	if err := checkSpace(dir, path+".partial", m.Size); err != nil {
+	if err := checkSpace(dir, dest+".partial", m.Size); err != nil {
 		h.event(heallog.Event{Level: "error", Event: "model.download", Tool: tool, Target: path, Result: "failed", Reason: err.Error()})
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
-	if fi, err := os.Lstat(path + ".partial"); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 && (m.Size <= 0 || fi.Size() < m.Size) {
+	if fi, err := os.Lstat(dest + ".partial"); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 && (m.Size <= 0 || fi.Size() < m.Size) {
 		h.say("guard: model %s is %s; resuming a partial download (%s of %s)", name, describeStatus(st), describeSize(fi.Size()), describeSize(m.Size))
 	} else {
 		h.say("guard: model %s is %s; downloading %s", name, describeStatus(st), describeSize(m.Size))
 	}
 	start := time.Now()
 	res, err := fetch.Fetch(ctx, fetch.Request{
-		URLs: m.URLs, Dest: path, Size: m.Size, SHA256: m.SHA256,
+		URLs: m.URLs, Dest: dest, Size: m.Size, SHA256: m.SHA256,
 		Token: h.Token, Client: h.Client, Progress: h.Stderr, ProgressEvery: h.ProgressEvery,
 		Backoff: h.FetchBackoff, RateWindow: h.RateWindow,
 		OnRetry: func(url string, attempt int, err error) {
@@ -275,9 +277,12 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	if m.SHA256 != "" {
 		by = "manifest"
 	}
-	if err := verify.WriteStamp(h.stampDir(), path, res.SHA256, by); err != nil {
-		// The file is good; without a stamp the next call hashes it once.
-		h.say("guard: %v", err)
+	// Stamped by both names, so a call by either finds it checked.
+	for _, p := range uniq(path, dest) {
+		if err := verify.WriteStamp(h.stampDir(), p, res.SHA256, by); err != nil {
+			// The file is good; without a stamp the next call hashes it once.
+			h.say("guard: %v", err)
+		}
 	}
 	return nil
 }
@@ -302,6 +307,14 @@ func (h *Healer) say(format string, args ...any) {
 	if h.Stderr != nil {
 		fmt.Fprintf(h.Stderr, format+"\n", args...)
 	}
+}
+
+// uniq is path, and dest when it names another file than path's spelling.
+func uniq(path, dest string) []string {
+	if abs, err := filepath.Abs(path); err == nil && abs == dest {
+		return []string{path}
+	}
+	return []string{path, dest}
 }
 
 func cmpDur(d, def time.Duration) time.Duration {

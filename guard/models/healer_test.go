@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/guard/models/verify"
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -676,4 +678,141 @@ func TestDeclaredHashMakesItOK(t *testing.T) {
 	if srv.requests.Load() != 1 {
 		t.Fatalf("%d downloads, want 1 (Declared downloads nothing)", srv.requests.Load())
 	}
+}
+
+// TestTwoPathsOneDownload with a symlinked file rather than folder, the
+// model evicted (the link dangles): the download lands at the link's
+// target, the link stays a link, and both paths are one file, one lock.
+func TestSymlinkedFileHealsAtItsTarget(t *testing.T) {
+	h, _, _ := healer(t)
+	data := guardtest.GGUF(400_000)
+	srv := serve(t, http.StatusOK, data, 50*time.Millisecond)
+	dir := t.TempDir()
+	real, alias := filepath.Join(dir, "models", "m.gguf"), filepath.Join(dir, "alias", "m.gguf")
+	os.MkdirAll(filepath.Dir(real), 0o755)
+	os.MkdirAll(filepath.Dir(alias), 0o755)
+	// Relative, through a second link: each hop is read against its own
+	// link's folder.
+	if err := os.Symlink("../models/m.gguf", filepath.Join(dir, "alias", "hop.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("hop.gguf", alias); err != nil {
+		t.Fatal(err)
+	}
+	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
+	ensureAll(t, h, m, slices.Repeat([]string{real, alias}, 5)...)
+	if n := srv.requests.Load(); n != 1 {
+		t.Fatalf("%d downloads, want 1", n)
+	}
+	if fi, err := os.Lstat(alias); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(real); !bytes.Equal(b, data) {
+		t.Fatalf("the target holds %d bytes, want the model", len(b))
+	}
+	for _, p := range []string{real, alias} {
+		if st := h.Check(m, p); st != verify.OK {
+			t.Errorf("Check(%s) = %s after the heal, want ok without a rehash", p, st)
+		}
+	}
+}
+
+// A link guard must not follow (another user's, in a shared folder) is an
+// error naming it; neither the link nor what it names is touched.
+func TestSymlinkOfAnotherUserIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a link away")
+	}
+	h, _, _ := healer(t)
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	os.WriteFile(victim, []byte("keep me"), 0o644)
+	link := filepath.Join(dir, "m.gguf")
+	os.Symlink(victim, link)
+	if err := os.Lchown(link, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	m := &manifest.Model{File: "m.gguf", Size: 100, URLs: []string{"http://127.0.0.1:1/never"}}
+	err := h.Ensure(context.Background(), "t", m, link, false)
+	if err == nil || !strings.Contains(err.Error(), link+" is a symlink of uid 65534") {
+		t.Fatalf("err = %v, want the link refused", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep me" {
+		t.Fatalf("the victim was written: %q", b)
+	}
+}
+
+// A link whose target lands in another user's folder is refused, though
+// the link is guard's own user's.
+func TestSymlinkIntoAnotherUsersFolderIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a folder away")
+	}
+	h, _, _ := healer(t)
+	dir := t.TempDir()
+	theirs := filepath.Join(dir, "theirs")
+	os.Mkdir(theirs, 0o755)
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "m.gguf")
+	os.Symlink(filepath.Join(theirs, "m.gguf"), link)
+	m := &manifest.Model{File: "m.gguf", Size: 100, URLs: []string{"http://127.0.0.1:1/never"}}
+	err := h.Ensure(context.Background(), "t", m, link, false)
+	if err == nil || !strings.Contains(err.Error(), "a folder of uid 65534") {
+		t.Fatalf("err = %v, want the target's folder refused", err)
+	}
+	if des, _ := os.ReadDir(theirs); len(des) != 0 {
+		t.Fatalf("guard wrote into another user's folder: %v", des)
+	}
+}
+
+// What is at a model path and is not a file (a FIFO, a folder) is said,
+// never waited on and never replaced: guard did not make it.
+func TestNotRegularIsNeitherWaitedOnNorReplaced(t *testing.T) {
+	h, _, _ := healer(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "m.gguf")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := &manifest.Model{File: "m.gguf", Size: 100, URLs: []string{"http://127.0.0.1:1/never"}}
+	guardtest.Within(t, "a FIFO at the model path", func() {
+		if st := h.Check(m, fifo); st != verify.NotRegular {
+			t.Errorf("Check = %s, want %s", st, verify.NotRegular)
+		}
+		err := h.Ensure(context.Background(), "t", m, fifo, true)
+		if err == nil || !strings.Contains(err.Error(), fifo+" is a FIFO, not a regular file; guard replaces only files it made") {
+			t.Errorf("Ensure = %v", err)
+		}
+		if err := models.CheckUnknown(fifo); !errors.Is(err, state.ErrNotRegular) || !strings.Contains(err.Error(), "a FIFO") {
+			t.Errorf("CheckUnknown = %v, want a FIFO, not a regular file", err)
+		}
+	})
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("the FIFO was replaced: %v %v", fi, err)
+	}
+}
+
+// guard's own records are read without waiting on a FIFO planted there.
+func TestFailureRecordAFIFO(t *testing.T) {
+	h, _, _ := healer(t)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: 100, URLs: []string{"http://127.0.0.1:1/never"}}
+	if err := h.Ensure(context.Background(), "t", m, path, false); err == nil {
+		t.Fatal("a download from a closed port worked")
+	}
+	records, _ := filepath.Glob(filepath.Join(h.StateDir, "failures", "*"))
+	if len(records) != 1 {
+		t.Fatalf("failure records %v, want one", records)
+	}
+	os.Remove(records[0])
+	if err := syscall.Mkfifo(records[0], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	guardtest.Within(t, "LastFailure with a FIFO for its record", func() {
+		if _, _, ok := h.LastFailure(path); ok {
+			t.Error("a FIFO read as a failure record")
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/models/fetch"
 	"github.com/sandbox-guard/guard/guard/models/verify"
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // checkSpace refuses a download that cannot fit before it starts, counting
@@ -26,12 +27,17 @@ func checkSpace(dir, partial string, size int64) error {
 	return nil // enough, or unknown: the download itself will tell
 }
 
-// CheckUnknown checks a model the manifest does not know: it must exist
-// and start with a GGUF header. A missing file's error matches
-// os.ErrNotExist; a bad header is a *verify.HeaderError. Neither repeats
-// the path beyond what os.Open says: the caller's message names it.
+// CheckUnknown checks a model the manifest does not know: it must exist,
+// be a regular file and start with a GGUF header. A missing file's error
+// matches os.ErrNotExist; anything else at path (a FIFO, never waited on)
+// is a *NotRegularError; a bad header is a *verify.HeaderError. Only the
+// first names the path beyond what os.Open says: the caller's message
+// names it.
 func CheckUnknown(path string) error {
-	f, err := os.Open(path)
+	f, err := state.OpenRegular(path, false)
+	if errors.Is(err, state.ErrNotRegular) {
+		return notRegular(path)
+	}
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@
 //
 // Layout of Dir (0700): one file per entry named by its key (64 hex digits,
 // 0600, format in format.go), "stats" holding the hit/miss counters (updated
-// under a gofrs/flock lock on that same file, so counts stay exact across
+// under a flock(2) lock on that same file, so counts stay exact across
 // processes), and ".tmp-*" files (state.TempPrefix) while a Put is in
 // flight. A Put writes a temp file, fsyncs it and renames it into place
 // (state.Replace, which replaces a symlink planted under the key rather than

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/promptcache"
 )
 
@@ -431,5 +432,48 @@ func TestUnusableDirIsAnError(t *testing.T) {
 	}
 	if err := s.Put(keyOf("x"), promptcache.Entry{Stdout: []byte("x")}); err == nil {
 		t.Fatal("Put in a file: want an error")
+	}
+}
+
+// A FIFO planted as an entry is never waited on: a miss, and removed.
+func TestFIFOEntryIsAMiss(t *testing.T) {
+	s, _ := newStore(t)
+	k := keyOf("fifo")
+	mustPut(t, s, keyOf("other"), []byte("x")) // makes the folder
+	path := filepath.Join(s.Dir, k)
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	guardtest.Within(t, "Get of a FIFO entry", func() {
+		if _, ok := mustGet(t, s, k); ok {
+			t.Error("a FIFO entry was a hit")
+		}
+	})
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Errorf("the FIFO entry is still there: %v", err)
+	}
+}
+
+// The counters file is guard's own: a link planted in its place is
+// replaced, never followed (as root, following it would create or
+// overwrite any file).
+func TestStatsLinkIsNotFollowed(t *testing.T) {
+	s, _ := newStore(t)
+	mustPut(t, s, keyOf("a"), []byte("x"))
+	target := filepath.Join(t.TempDir(), "created-by-guard")
+	stats := filepath.Join(s.Dir, "stats")
+	os.Remove(stats)
+	if err := os.Symlink(target, stats); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, s, keyOf("a"))
+	if _, err := os.Lstat(target); err == nil {
+		t.Fatal("the counters followed a link: its target was created")
+	}
+	if fi, err := os.Lstat(stats); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("the counters file is not a file of guard's own: %v %v", fi, err)
+	}
+	if st, err := s.Stats(); err != nil || st.Hits != 1 {
+		t.Fatalf("Stats = %+v, %v; want the hit counted", st, err)
 	}
 }

@@ -14,10 +14,10 @@ import (
 type fileID struct{ dev, ino uint64 }
 
 // readEntryFile reads a whole regular file of at most limit bytes without
-// following a symlink. A file that is too big, or not regular, returns
-// errCorrupt with its id so the caller can remove it.
+// following a symlink or waiting on a FIFO. A file that is too big, or not
+// regular, returns errCorrupt with its id so the caller can remove it.
 func readEntryFile(path string, limit int64) ([]byte, *fileID, error) {
-	fd, err := openRaw(path, syscall.O_RDONLY|syscall.O_NOFOLLOW)
+	fd, err := openRaw(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK)
 	if err != nil {
 		return nil, nil, err
 	}

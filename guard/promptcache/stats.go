@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/gofrs/flock"
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // Stats describes the cache for `guard cache stats`.
@@ -112,19 +112,20 @@ func (c counters) encode() []byte {
 // update applies fn to the counters while holding an exclusive flock on the
 // counters file, so concurrent processes never lose an increment. The lock
 // is per open file, so goroutines of one process exclude each other too.
-// No fsync: a crash may lose the last increments, never the entries.
+// No fsync: a crash may lose the last increments, never the entries. The
+// file is guard's own (state.OpenOwn): a link or FIFO planted in its
+// place is replaced, never followed or waited on.
 func (s *Store) update(fn func(*counters)) error {
 	path := filepath.Join(s.Dir, statsName)
-	lk := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(filePerm))
-	if err := lk.Lock(); err != nil {
-		return fmt.Errorf("lock %s: %w", path, err)
-	}
-	defer lk.Unlock()
-	fd, err := openRaw(path, syscall.O_RDWR)
+	f, err := state.OpenOwn(path, os.O_RDWR, filePerm)
 	if err != nil {
 		return err
 	}
-	defer syscall.Close(fd)
+	defer f.Close()
+	fd := int(f.Fd())
+	if err := flockEx(fd); err != nil {
+		return &fs.PathError{Op: "lock", Path: path, Err: err}
+	}
 	var buf [statsSize + 1]byte
 	n, err := preadFull(fd, buf[:])
 	if err != nil {
@@ -152,4 +153,14 @@ func (s *Store) update(fn func(*counters)) error {
 		}
 	}
 	return nil
+}
+
+// flockEx takes the exclusive lock on fd, waiting for another holder; the
+// lock goes with the descriptor's close.
+func flockEx(fd int) error {
+	for {
+		if err := syscall.Flock(fd, syscall.LOCK_EX); err != syscall.EINTR {
+			return err
+		}
+	}
 }

@@ -37,6 +37,14 @@ func (e *NotFoundError) Error() string {
 	return "not found; tried " + strings.Join(e.Tried, ", ")
 }
 
+// NotExecutableError is a manifest path to a file that is there but that
+// no one may execute: the shell's 126, not "not found". It matches
+// syscall.EACCES, what exec would have said.
+type NotExecutableError struct{ Path string }
+
+func (e *NotExecutableError) Error() string { return e.Path + " is not executable" }
+func (e *NotExecutableError) Unwrap() error { return syscall.EACCES }
+
 // Query is what Real needs; nothing here reads the environment itself.
 type Query struct {
 	Name     string // the tool's name (argv[0] basename)
@@ -47,10 +55,17 @@ type Query struct {
 	HaveSelf bool // Self is valid
 }
 
-// Real returns the executable that a call of q.Name should run.
+// Real returns the executable that a call of q.Name should run. A
+// manifest path to a regular file without the execute bit is a
+// *NotExecutableError; a PATH search passes over such a file, as a shell
+// does.
 func Real(q Query) (string, error) {
 	if q.Path != "" {
-		if isExec(q.Path) && !q.isSelf(q.Path) {
+		switch fi, err := os.Stat(q.Path); {
+		case err != nil || !fi.Mode().IsRegular() || q.HaveSelf && idOf(fi) == q.Self:
+		case fi.Mode().Perm()&0o111 == 0:
+			return "", &NotExecutableError{Path: q.Path}
+		default:
 			return q.Path, nil
 		}
 		return "", &NotFoundError{Name: q.Name, Tried: []string{q.Path}}
@@ -78,6 +93,14 @@ func Real(q Query) (string, error) {
 		}
 	}
 	return "", &NotFoundError{Name: q.Name, Tried: tried}
+}
+
+func idOf(fi os.FileInfo) ID {
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st == nil {
+		return ID{}
+	}
+	return ID{Dev: uint64(st.Dev), Ino: st.Ino}
 }
 
 func (q Query) isSelf(path string) bool {

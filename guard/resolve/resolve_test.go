@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sandbox-guard/guard/guard/resolve"
@@ -87,5 +88,31 @@ func TestLookPath(t *testing.T) {
 	}
 	if _, ok := resolve.LookPath("absent", path); ok {
 		t.Fatal("LookPath found a missing command")
+	}
+}
+
+// A manifest path that is there but lacks the execute bit is not "not
+// found": it is the shell's "not executable", with the path to chmod. A
+// PATH search still passes over such a file, as a shell does.
+func TestManifestPathNotExecutable(t *testing.T) {
+	root := t.TempDir()
+	noexec := filepath.Join(root, "tool")
+	write(t, noexec, 0o644)
+	_, err := resolve.Real(resolve.Query{Name: "tool", Path: noexec})
+	var ne *resolve.NotExecutableError
+	if !errors.As(err, &ne) || ne.Path != noexec || err.Error() != noexec+" is not executable" {
+		t.Fatalf("Real = %v, want %s not executable", err, noexec)
+	}
+	if !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("%v does not match EACCES, what exec would say", err)
+	}
+	os.MkdirAll(filepath.Join(root, "dir"), 0o755)
+	if _, err := resolve.Real(resolve.Query{Name: "tool", Path: filepath.Join(root, "dir")}); errors.As(err, &ne) {
+		t.Fatalf("a folder is %v, want not found", err)
+	}
+	_, err = resolve.Real(resolve.Query{Name: "tool", PathEnv: root, ShimDir: filepath.Join(root, "shim")})
+	var nf *resolve.NotFoundError
+	if !errors.As(err, &nf) {
+		t.Fatalf("a PATH search: %v, want not found", err)
 	}
 }

@@ -18,7 +18,8 @@ func OpenLog(path string, maxBytes int64) (*os.File, error) {
 	if fi, err := os.Lstat(path); err == nil && maxBytes > 0 && fi.Mode().IsRegular() && fi.Size() > maxBytes && Owned(fi) {
 		_ = os.Rename(path, path+".1")
 	}
-	return openRegular(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	f, _, err := openRegular(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	return f, err
 }
 
 // Owned reports whether fi belongs to the user guard runs as.

@@ -28,21 +28,59 @@ func OpenRegular(path string, nofollow bool) (*os.File, error) {
 	if nofollow {
 		flags |= syscall.O_NOFOLLOW
 	}
+	f, _, err := openRegular(path, flags, 0)
+	return f, err
+}
+
+// OpenRegularStat is OpenRegular that also returns what fstat said of the
+// file, for a caller that needs its size or identity (the model checks on
+// every call) without a second fstat.
+func OpenRegularStat(path string, nofollow bool) (*os.File, fs.FileInfo, error) {
+	flags := os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+	if nofollow {
+		flags |= syscall.O_NOFOLLOW
+	}
 	return openRegular(path, flags, 0)
 }
 
 // openRegular opens path with flags (which hold O_NONBLOCK, so that a FIFO
 // cannot hold the open) and keeps the file only when it is a regular one.
-func openRegular(path string, flags int, perm os.FileMode) (*os.File, error) {
+func openRegular(path string, flags int, perm os.FileMode) (*os.File, fs.FileInfo, error) {
 	f, err := os.OpenFile(path, flags, perm)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := isRegular(f); err != nil {
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return f, nil
+	return f, fi, nil
+}
+
+// OpenOwn opens guard's own file at path (a lock, the prompt cache's
+// counters), in a folder that is guard's own, for flag (os.O_RDONLY or
+// os.O_RDWR), creating it with perm when it is absent. It never follows a
+// symlink and never waits on a FIFO. What is at path and is not a regular
+// file (a link, a FIFO, a device, a socket) was planted or left by
+// something else: since the folder is guard's, it is removed and a fresh
+// file created in its place. A folder there is an error: guard removes no
+// folder it did not make.
+func OpenOwn(path string, flag int, perm os.FileMode) (*os.File, error) {
+	flags := flag | os.O_CREATE | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+	for try := 0; ; try++ {
+		f, _, err := openRegular(path, flags, perm)
+		if err == nil || try == 2 || !errors.Is(err, syscall.ELOOP) && !errors.Is(err, ErrNotRegular) && !errors.Is(err, syscall.ENXIO) {
+			return f, err
+		}
+		// unlink, not os.Remove: a folder fails here rather than going.
+		if err := syscall.Unlink(path); err != nil && err != syscall.ENOENT {
+			return nil, &fs.PathError{Op: "replace", Path: path, Err: err}
+		}
+	}
 }
 
 // ReadRegular reads the regular file at path (see OpenRegular), which must
@@ -97,17 +135,4 @@ func openFD(path string, flags int) (int, error) {
 			return fd, err
 		}
 	}
-}
-
-// isRegular returns a *fs.PathError wrapping ErrNotRegular unless f is a
-// regular file.
-func isRegular(f *os.File) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return &fs.PathError{Op: "open", Path: f.Name(), Err: ErrNotRegular}
-	}
-	return nil
 }

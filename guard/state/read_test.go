@@ -76,3 +76,36 @@ func TestOpenLogRefusesAFIFOWithoutBlocking(t *testing.T) {
 		}
 	})
 }
+
+func TestOpenOwnReplacesWhatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo, link, dev, sub := filepath.Join(dir, "fifo"), filepath.Join(dir, "link"), filepath.Join(dir, "dev"), filepath.Join(dir, "sub")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(dir, "victim")
+	os.Symlink(victim, link)
+	os.Symlink("/dev/zero", dev)
+	os.Mkdir(sub, 0o700)
+	for _, path := range []string{fifo, link, dev} {
+		guardtest.Within(t, "OpenOwn("+path+")", func() {
+			f, err := state.OpenOwn(path, os.O_RDWR, 0o600)
+			if err != nil {
+				t.Fatalf("OpenOwn(%s): %v", path, err)
+			}
+			f.Close()
+		})
+		if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s is not a file of guard's own: %v %v", path, fi, err)
+		}
+	}
+	if _, err := os.Lstat(victim); err == nil {
+		t.Error("a link was followed: its target was created")
+	}
+	if _, err := state.OpenOwn(sub, os.O_RDONLY, 0o600); !errors.Is(err, syscall.EISDIR) {
+		t.Errorf("OpenOwn of a folder = %v, want EISDIR", err)
+	}
+	if _, err := os.Stat(sub); err != nil {
+		t.Errorf("the folder was removed: %v", err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandbox-guard/guard/manifest"
 )
 
 // DefaultClient is the client Fetch uses when Request.Client is nil: the
@@ -42,16 +44,6 @@ func tokenAllowed(u *url.URL) bool {
 	return host == "huggingface.co" || strings.HasSuffix(host, ".huggingface.co")
 }
 
-// isLoopback reports whether u names this machine.
-func isLoopback(u *url.URL) bool {
-	host := u.Hostname()
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // maxRedirects bounds one request's chain of redirects, as Go's client
 // does by default.
 const maxRedirects = 10
@@ -76,7 +68,7 @@ func withRedirectRules(c *http.Client, token string) *http.Client {
 		fail := func(format string, args ...any) error {
 			return &redirectError{from: via[0].URL.Redacted(), what: fmt.Sprintf(format, args...)}
 		}
-		if req.URL.Scheme == "http" && !(isLoopback(prev) && isLoopback(req.URL)) {
+		if req.URL.Scheme == "http" && !(manifest.IsLoopback(prev.Hostname()) && manifest.IsLoopback(req.URL.Hostname())) {
 			return fail("a redirect to plain http %s (allowed only from this machine to this machine)", to)
 		}
 		for _, v := range via {

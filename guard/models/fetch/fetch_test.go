@@ -281,6 +281,25 @@ func TestRedirectToPlainHTTP(t *testing.T) {
 	mustFile(t, r.Dest, data)
 }
 
+// This machine is this machine however the manifest spells it: fetch
+// follows a plain-http redirect between loopback hosts by the rule the
+// manifest admits a plain-http url with (manifest.IsLoopback), so a
+// mirror the manifest accepts is never refused halfway.
+func TestRedirectBetweenLoopbackSpellings(t *testing.T) {
+	data := guardtest.GGUF(100)
+	for _, urls := range [][]string{
+		{"http://LOCALHOST:9/m.gguf", "http://127.0.0.1:9/m2.gguf"},
+		{"http://127.0.0.1:9/m.gguf", "http://LocalHost:9/m2.gguf"},
+		{"http://[::ffff:127.0.0.1]:9/m.gguf", "http://[::1]:9/m2.gguf"},
+	} {
+		r := request(t, urls[0])
+		r.Client, _ = hops(data, urls...)
+		if _, err := fetch.Fetch(context.Background(), r); err != nil {
+			t.Errorf("%s -> %s: %v", urls[0], urls[1], err)
+		}
+	}
+}
+
 // A redirect loop is the server's configuration, not a hiccup: one try,
 // then the next url.
 func TestRedirectLoopNotRetried(t *testing.T) {

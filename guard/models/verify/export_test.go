@@ -27,3 +27,9 @@ func Sum(path string) (string, error) {
 	}
 	return sum, nil
 }
+
+// StampPath is the file that holds path's stamp.
+func StampPath(stampDir, path string) string {
+	_, name := stampPath(stampDir, path)
+	return name
+}

@@ -72,11 +72,16 @@ func stampPath(stampDir, path string) (abs, stampFile string) {
 	return abs, filepath.Join(stampDir, state.PathKey(abs)+".stamp")
 }
 
+// maxStamp bounds what is read of a stamp: a path and a few numbers.
+const maxStamp = 64 << 10
+
 // readStamp returns the stamp for path, or ok false when there is none or
 // it cannot be read (which only costs a rehash).
 func readStamp(stampDir, path string) (stamp, bool) {
 	abs, name := stampPath(stampDir, path)
-	b, err := os.ReadFile(name)
+	// A stamp is guard's own file: a link or FIFO planted in its place is
+	// no stamp (and the next hash replaces it), never followed or waited on.
+	b, err := state.ReadRegular(name, maxStamp, true)
 	if err != nil {
 		return stamp{}, false
 	}

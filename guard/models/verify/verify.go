@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // Status is the state of a model file.
@@ -22,6 +24,7 @@ const (
 	NotGGUF      Status = "not-gguf"      // header is not GGUF v2/v3 (an error page, a pointer)
 	HashMismatch Status = "hash-mismatch" // sha256 differs from the pin
 	Stale        Status = "stale"         // pinned, but no stamp matches the file: hash once
+	NotRegular   Status = "not-regular"   // a FIFO, device, socket or folder: guard did not make it and will not replace it
 )
 
 // Healthy reports whether a call may use the file as it is.
@@ -47,12 +50,15 @@ type Spec struct {
 // same file says its sum was checked against a declared one (the server's
 // X-Linked-Etag), else Unverified.
 func Quick(s Spec, stampDir string) Status {
-	f, err := os.Open(s.Path)
+	f, fi, err := open(s.Path)
 	if err != nil {
+		if errors.Is(err, state.ErrNotRegular) {
+			return NotRegular
+		}
 		return Missing
 	}
 	defer f.Close()
-	st, id, err := checkOpen(f, s)
+	st, id, err := checkOpen(f, fi, s)
 	if err != nil || st != "" {
 		if err != nil {
 			return Missing
@@ -77,16 +83,17 @@ func Quick(s Spec, stampDir string) Status {
 	return OK
 }
 
-// checkOpen runs the cheap checks on an open file: regular, size, header.
-// It returns a non-empty Status when the file fails one.
-func checkOpen(f *os.File, s Spec) (Status, identity, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return "", identity{}, fmt.Errorf("stat %s: %w", s.Path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return NotGGUF, identity{}, nil
-	}
+// open opens a model file for the checks: non-blocking and only when it is
+// a regular file (a FIFO at a model path would hold the call forever, a
+// folder or device is no model), following a link, since a model may be
+// one (state.OpenRegularStat).
+func open(path string) (*os.File, os.FileInfo, error) {
+	return state.OpenRegularStat(path, false)
+}
+
+// checkOpen runs the cheap checks on an open regular file, fi its fstat:
+// size, header. It returns a non-empty Status when the file fails one.
+func checkOpen(f *os.File, fi os.FileInfo, s Spec) (Status, identity, error) {
 	id := identityOf(fi)
 	if s.Size > 0 && id.Size != s.Size {
 		return Truncated, id, nil
@@ -109,15 +116,18 @@ func checkOpen(f *os.File, s Spec) (Status, identity, error) {
 // The error is for I/O failures (and a file that changed while being
 // hashed), not for a bad file, which is a Status.
 func Full(s Spec, stampDir string) (Status, string, error) {
-	f, err := os.Open(s.Path)
+	f, fi, err := open(s.Path)
 	if err != nil {
-		if os.IsNotExist(err) {
+		switch {
+		case os.IsNotExist(err):
 			return Missing, "", nil
+		case errors.Is(err, state.ErrNotRegular):
+			return NotRegular, "", nil
 		}
 		return Missing, "", fmt.Errorf("open %s: %w", s.Path, err)
 	}
 	defer f.Close()
-	st, id, err := checkOpen(f, s)
+	st, id, err := checkOpen(f, fi, s)
 	if err != nil {
 		return Stale, "", err
 	}
@@ -128,8 +138,7 @@ func Full(s Spec, stampDir string) (Status, string, error) {
 	if err != nil {
 		return Stale, "", fmt.Errorf("hash %s: %w", s.Path, err)
 	}
-	fi, err := f.Stat()
-	if err != nil {
+	if fi, err = f.Stat(); err != nil {
 		return Stale, "", fmt.Errorf("stat %s: %w", s.Path, err)
 	}
 	if identityOf(fi) != id {

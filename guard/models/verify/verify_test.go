@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,7 +92,7 @@ func TestQuick(t *testing.T) {
 		{"shorter", verify.Spec{Path: path, Size: 8192}, verify.Truncated},
 		{"longer", verify.Spec{Path: path, Size: 100}, verify.Truncated},
 		{"pinned no stamp", verify.Spec{Path: path, Size: 4096, SHA256: guardtest.Sum(good)}, verify.Stale},
-		{"directory", verify.Spec{Path: dir}, verify.NotGGUF},
+		{"directory", verify.Spec{Path: dir}, verify.NotRegular},
 	}
 	for _, tt := range tests {
 		if got := verify.Quick(tt.spec, stamps); got != tt.want {
@@ -106,6 +107,47 @@ func TestQuick(t *testing.T) {
 	}
 	if got := verify.Quick(verify.Spec{Path: html, Size: 4096}, stamps); got != verify.Truncated {
 		t.Errorf("Entry not found with size: Quick = %s, want truncated", got)
+	}
+}
+
+// A FIFO at the model's path or at its stamp's is never waited on: the
+// model is not a regular file, the stamp is as good as none.
+func TestFIFOsAreNotWaitedOn(t *testing.T) {
+	dir := t.TempDir()
+	stamps := filepath.Join(dir, "stamps")
+	fifo := filepath.Join(dir, "fifo.gguf")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := guardtest.GGUF(4096)
+	path := filepath.Join(dir, "m.gguf")
+	write(t, path, good)
+	spec := verify.Spec{Path: path, Size: 4096, SHA256: guardtest.Sum(good)}
+	if st, _, err := verify.Full(spec, stamps); st != verify.OK || err != nil {
+		t.Fatalf("Full = %s, %v", st, err)
+	}
+	stamp := verify.StampPath(stamps, path)
+	os.Remove(stamp)
+	if err := syscall.Mkfifo(stamp, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	guardtest.Within(t, "Quick and Full of FIFOs", func() {
+		if st := verify.Quick(verify.Spec{Path: fifo, Size: 4096}, stamps); st != verify.NotRegular {
+			t.Errorf("Quick of a FIFO = %s, want %s", st, verify.NotRegular)
+		}
+		if st, _, err := verify.Full(verify.Spec{Path: fifo, Size: 4096}, stamps); st != verify.NotRegular || err != nil {
+			t.Errorf("Full of a FIFO = %s, %v, want %s", st, err, verify.NotRegular)
+		}
+		if st := verify.Quick(spec, stamps); st != verify.Stale {
+			t.Errorf("Quick with a FIFO for its stamp = %s, want stale", st)
+		}
+	})
+	// The hash rewrites the stamp: the FIFO in guard's folder is replaced.
+	if st, _, err := verify.Full(spec, stamps); st != verify.OK || err != nil {
+		t.Fatalf("Full over a FIFO stamp = %s, %v", st, err)
+	}
+	if st := verify.Quick(spec, stamps); st != verify.OK {
+		t.Errorf("Quick after the stamp was rewritten = %s, want ok", st)
 	}
 }
 
