@@ -28,11 +28,15 @@ import (
 //
 //	header   magic [8], file size u64, key, base, whole lengths u32, slots u32
 //	key      what the decode depends on (decodedKey)
-//	base     the manifest without its tools, builds, packages, models, auth (JSON)
+//	base     the manifest without its tools, builds, packages, models, auth
 //	whole    the manifest (JSON)
 //	entries  "t:NAME" a tool, "b:NAME" a build, "p:COMMAND" a package,
 //	         "m:FILE" a model, "r:ROLE" the file of the first model with
-//	         that role: each NAME, a NUL, then its JSON
+//	         that role: each NAME, a NUL, then its value
+//
+// The base and the entries are in codec.go's binary form, the whole
+// manifest (read by commands, which decode JSON anyway) in JSON.
+//
 //	slots    a power of two of (FNV-1a hash u64, offset u32, length u32),
 //	         open addressing with linear probing; offset 0 is empty
 //
@@ -149,26 +153,27 @@ func encodeIndex(key string, m *Manifest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := *m
-	base.Packages, base.Builds, base.Tools, base.Models, base.Auth = nil, nil, nil, nil, nil
-	top, err := json.Marshal(&base)
-	if err != nil {
-		return nil, err
+	var top encoder
+	encodeTop(&top, m)
+	entries := map[string][]byte{}
+	add := func(name string, write func(*encoder)) {
+		var e encoder
+		write(&e)
+		entries[name] = e.b
 	}
-	entries := map[string]any{}
 	for name, t := range m.Tools {
-		entries["t:"+name] = t
+		add("t:"+name, func(e *encoder) { encodeTool(e, t) })
 	}
 	for name, b := range m.Builds {
-		entries["b:"+name] = b
+		add("b:"+name, func(e *encoder) { encodeBuild(e, b) })
 	}
 	for cmd, p := range m.Packages {
-		entries["p:"+cmd] = p
+		add("p:"+cmd, func(e *encoder) { e.str(p) })
 	}
 	for _, md := range m.Models {
-		entries["m:"+md.File] = md
+		add("m:"+md.File, func(e *encoder) { encodeModel(e, md) })
 		if _, seen := entries["r:"+md.Role]; md.Role != "" && !seen {
-			entries["r:"+md.Role] = md.File // ModelByRole: the first model with the role
+			add("r:"+md.Role, func(e *encoder) { e.str(md.File) }) // ModelByRole: the first model with the role
 		}
 	}
 	slots := 8
@@ -178,14 +183,11 @@ func encodeIndex(key string, m *Manifest) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Write(make([]byte, indexHeader))
 	buf.WriteString(key)
-	buf.Write(top)
+	buf.Write(top.b)
 	buf.Write(whole)
 	table := make([]byte, slots*indexSlot)
 	for _, name := range slices.Sorted(mapKeys(entries)) {
-		data, err := json.Marshal(entries[name])
-		if err != nil {
-			return nil, err
-		}
+		data := entries[name]
 		off := buf.Len()
 		buf.WriteString(name)
 		buf.WriteByte(0)
@@ -209,7 +211,7 @@ func encodeIndex(key string, m *Manifest) ([]byte, error) {
 	le := binary.LittleEndian
 	le.PutUint64(out[8:], uint64(len(out)))
 	le.PutUint32(out[16:], uint32(len(key)))
-	le.PutUint32(out[20:], uint32(len(top)))
+	le.PutUint32(out[20:], uint32(len(top.b)))
 	le.PutUint32(out[24:], uint32(len(whole)))
 	le.PutUint32(out[28:], uint32(slots))
 	return out, nil
@@ -330,8 +332,9 @@ func readTop(fd int, key string) (*Manifest, error) {
 		return nil, errIndex
 	}
 	m := new(Manifest)
-	if err := json.Unmarshal(buf[h.baseOff:h.wholeOff], m); err != nil {
-		return nil, err
+	d := decoder{b: buf[h.baseOff:h.wholeOff]}
+	if decodeTop(&d, m); d.err != nil || len(d.b) != 0 {
+		return nil, errIndex
 	}
 	m.gen = generation(key)
 	m.idx = &index{fd: fd, h: h,
@@ -402,10 +405,10 @@ func (x *index) find(name string) ([]byte, error) {
 	return nil, nil
 }
 
-// lookup answers name from cache, else from the entry kind+name, decoded
-// into a new V; when the decoded file fails it, from the whole manifest
+// lookup answers name from cache, else from the entry kind+name, read by
+// decode; when the decoded file fails it, from the whole manifest
 // (orWhole).
-func lookup[V any](x *index, cache map[string]V, kind, name string, orWhole func(*Manifest) V) V {
+func lookup[V any](x *index, cache map[string]V, kind, name string, decode func(*decoder) V, orWhole func(*Manifest) V) V {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if v, ok := cache[name]; ok {
@@ -415,7 +418,10 @@ func lookup[V any](x *index, cache map[string]V, kind, name string, orWhole func
 	if x.whole == nil {
 		data, err := x.find(kind + name)
 		if err == nil && data != nil {
-			err = json.Unmarshal(data, &v)
+			d := decoder{b: data}
+			if v = decode(&d); d.err != nil || len(d.b) != 0 {
+				err = errIndex
+			}
 		}
 		if err == nil {
 			cache[name] = v

@@ -141,7 +141,7 @@ type CacheConf struct {
 // Tool returns the tool named name, or nil.
 func (m *Manifest) Tool(name string) *Tool {
 	if x := m.idx; x != nil {
-		return lookup(x, x.tools, "t:", name, func(w *Manifest) *Tool { return w.Tools[name] })
+		return lookup(x, x.tools, "t:", name, func(d *decoder) *Tool { t := new(Tool); decodeTool(d, t); return t }, func(w *Manifest) *Tool { return w.Tools[name] })
 	}
 	return m.Tools[name]
 }
@@ -149,7 +149,7 @@ func (m *Manifest) Tool(name string) *Tool {
 // Build returns the build recipe named name, or nil.
 func (m *Manifest) Build(name string) *Build {
 	if x := m.idx; x != nil {
-		return lookup(x, x.builds, "b:", name, func(w *Manifest) *Build { return w.Builds[name] })
+		return lookup(x, x.builds, "b:", name, func(d *decoder) *Build { b := new(Build); decodeBuild(d, b); return b }, func(w *Manifest) *Build { return w.Builds[name] })
 	}
 	return m.Builds[name]
 }
@@ -158,7 +158,7 @@ func (m *Manifest) Build(name string) *Build {
 // manifest's [packages] does not say).
 func (m *Manifest) Package(command string) string {
 	if x := m.idx; x != nil {
-		return lookup(x, x.packages, "p:", command, func(w *Manifest) string { return w.Packages[command] })
+		return lookup(x, x.packages, "p:", command, (*decoder).str, func(w *Manifest) string { return w.Packages[command] })
 	}
 	return m.Packages[command]
 }
@@ -172,7 +172,7 @@ func (m *Manifest) ModelByFile(file string) *Model {
 // model returns the model whose file is exactly file, or nil.
 func (m *Manifest) model(file string) *Model {
 	if x := m.idx; x != nil {
-		return lookup(x, x.models, "m:", file, func(w *Manifest) *Model { return w.model(file) })
+		return lookup(x, x.models, "m:", file, func(d *decoder) *Model { m := new(Model); decodeModel(d, m); return m }, func(w *Manifest) *Model { return w.model(file) })
 	}
 	for _, md := range m.Models {
 		if md.File == file {
@@ -188,7 +188,7 @@ func (m *Manifest) ModelByRole(role string) *Model {
 		return nil
 	}
 	if x := m.idx; x != nil {
-		file := lookup(x, x.roles, "r:", role, func(w *Manifest) string {
+		file := lookup(x, x.roles, "r:", role, (*decoder).str, func(w *Manifest) string {
 			if md := w.ModelByRole(role); md != nil {
 				return md.File
 			}
