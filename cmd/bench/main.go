@@ -2,7 +2,7 @@
 // benchmark of guard as a table of rows timed side by side, and the
 // generator of docs/BENCHMARKS.md. Run it from inside the repository:
 //
-//	go run ./cmd/bench shim       # start-up: guard against a direct exec, a bash shim, Go floor shims
+//	go run ./cmd/bench shim       # start-up: guard against a direct exec, a bash shim, Go floor shims, other managers; and as guard's files grow
 //	go run ./cmd/bench download   # guard's model download against curl over loopback
 //	go run ./cmd/bench output     # a tool printing -size MB to a pipe through guard against a bash shim
 //	go run ./cmd/bench rebuild    # a cold rebuild of the CMake fixture through guard against bare cmake
@@ -70,13 +70,14 @@ func main() {
 
 // tables are every table, by subcommand.
 func tables(sizeMB int) []*Table {
-	return []*Table{shimTable(), downloadTable(sizeMB), outputTable(sizeMB), rebuildTable(), prewarmTable()}
+	return []*Table{shimTable(FullScale), downloadTable(sizeMB), outputTable(sizeMB), rebuildTable(), prewarmTable()}
 }
 
 const usage = `usage: go run ./cmd/bench COMMAND [flags]
 
 commands:
-  shim       start-up of a call through guard against a direct exec and floor shims
+  shim       start-up of a call through guard against a direct exec, floor shims and other managers' shims,
+             and as the manifest, the prompt cache and the heal log grow
   download   guard's model download against curl over loopback
   output     a tool printing -size MB to a pipe through guard against a bash exec shim
   rebuild    a cold rebuild of the CMake fixture through guard against bare cmake
@@ -92,7 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	knobs := Unset
-	fs.IntVar(&knobs.Runs, "runs", -1, "samples a row over all rounds (-1: the table's default: shim 120, download 5, rebuild 3, prewarm 3)")
+	fs.IntVar(&knobs.Runs, "runs", -1, "samples a row over all rounds (-1: the table's default: shim 300, output 10, download 5, rebuild 3, prewarm 3)")
 	fs.IntVar(&knobs.Rounds, "rounds", -1, "interleaved rounds, at most -runs (-1: the table's default)")
 	fs.IntVar(&knobs.Warmup, "warmup", -1, "untimed runs of a row before its samples in each round (-1: the table's default)")
 	fs.StringVar(&knobs.Stat, "stat", "", "what ratios and goals compare: "+strings.Join(Stats, ", ")+" (default median)")
@@ -100,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	guard := fs.String("guard", "", "time this guard binary instead of building one (built with other tags, say)")
 	sizeMB := fs.Int("size", 256, "download: the model's size in MB; output: what the tool prints, in MB")
 	out := fs.String("o", "", "all: write into this file, keeping what is above its generated part (default: stdout)")
+	installManagers := fs.Bool("install-managers", false, "shim: install the other shim managers that are not on PATH into the temp folder (mise with npm, asdf and aqua-proxy with go install)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -172,7 +174,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			os.RemoveAll(root)
 		}
 	}()
-	rn := &Runner{Repo: repo, Root: root, Knobs: knobs, Guard: *guard, Log: stderr}
+	rn := &Runner{Repo: repo, Root: root, Knobs: knobs, Guard: *guard, Log: stderr, Managers: *installManagers}
 
 	if table == nil {
 		err = writeAll(ctx, stderr, sections(ctx, rn, all), *out, stdout)
