@@ -31,6 +31,9 @@ func shimTable(sc Scale) *Table {
 		// The zap floor plus urfave/cli, creack/pty and gofrs/flock: what
 		// the product owner's other libraries cost before main.
 		{Name: "deps-floor", Setup: build("./cmd/bench/floor/deps"), Argv: []string{"$BUILT/deps"}},
+		// The zap floor starting the tool as a child and waiting for it:
+		// what any supervising Go shim pays.
+		{Name: "supervise-floor", Setup: build("./cmd/bench/floor/supervise"), Argv: []string{"$BUILT/supervise"}},
 		// A manifest tool with no policy: guard's pure exec path.
 		{Name: "guard-plain", Setup: probe("plain"), Argv: []string{"$SHIM_DIR/plain"}},
 		// The default npx policy (--yes inserted, prompts answered).
