@@ -31,6 +31,9 @@ func shimTable(sc Scale) *Table {
 		// The zap floor plus urfave/cli, creack/pty and gofrs/flock: what
 		// the product owner's other libraries cost before main.
 		{Name: "deps-floor", Setup: build("./cmd/bench/floor/deps"), Argv: []string{"$BUILT/deps"}},
+		// The deps floor plus every other library guard links: what guard
+		// pays before main, none of its own code.
+		{Name: "libs-floor", Setup: build("./cmd/bench/floor/libs"), Argv: []string{"$BUILT/libs"}},
 		// The zap floor starting the tool as a child and waiting for it:
 		// what any supervising Go shim pays.
 		{Name: "supervise-floor", Setup: build("./cmd/bench/floor/supervise"), Argv: []string{"$BUILT/supervise"}},
@@ -55,7 +58,7 @@ func shimTable(sc Scale) *Table {
 		Name: "shim",
 		Title: "Shim start-up: guard against a direct exec, floor shims and other managers' shims, and as the manifest, the prompt cache and the heal log grow " +
 			"(goals: exec path <= 1.1x, supervised and cache hit <= 1.25x the zap floor; 10,000 tools <= 1.15x one, guard status on a 100 MB log <= 1.5x a 1 KB one and under 50 MB, every other scaling row <= 1.1x its smallest case)",
-		Anchors: []string{"direct", "zap-floor", "deps-floor"},
+		Anchors: []string{"direct", "zap-floor", "deps-floor", "libs-floor"},
 		Env:     []string{"SHIM_TARGET=$TOOLS/true"}, // the floors' target, resolved once so they time no PATH search
 		Knobs:   Knobs{Runs: 300, Rounds: 30, Warmup: 1, Stat: "median"},
 		Setup:   shimSetup,
