@@ -98,6 +98,9 @@ func (rn *Runner) flags(t *Table) string {
 	if t.Bytes > 0 {
 		f = append(f, fmt.Sprintf(" -size %d", t.Bytes>>20))
 	}
+	if rn.Managers && t.Name == "shim" {
+		f = append(f, " -install-managers")
+	}
 	return strings.Join(f, "")
 }
 
