@@ -326,3 +326,10 @@ func TestSetEnv(t *testing.T) {
 		t.Error("setEnv changed its input")
 	}
 }
+
+func TestLastCause(t *testing.T) {
+	out := "go: example.com/x/cmd/x@latest: module example.com/x/cmd/x: reading https://registry.example/example.com/x/@v/list: 403 Forbidden\n\tserver response: not available.\n"
+	if got, want := lastCause(out), "the module proxy answered 403 Forbidden"; got != want {
+		t.Errorf("lastCause = %q, want %q", got, want)
+	}
+}

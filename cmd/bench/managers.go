@@ -88,8 +88,7 @@ func goInstall(pkgs ...string) func(dir string) error {
 			cmd := exec.Command("go", "install", pkg)
 			cmd.Env = append(os.Environ(), "GOBIN="+filepath.Join(dir, "bin"), "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {
-				first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-				return fmt.Errorf("go install %s: %s", pkg, first)
+				return fmt.Errorf("go install %s: %s", pkg, lastCause(string(out)))
 			}
 		}
 		return nil
@@ -204,4 +203,15 @@ func aquaShim(s *Sandbox, proxy string) ([]string, []string, error) {
 		return nil, nil, fmt.Errorf("aqua made no link %s", link)
 	}
 	return []string{link}, env, nil
+}
+
+// lastCause is the end of the go command's first error line, the part
+// that says why ("403 Forbidden"), without the module path and the
+// registry's address before it.
+func lastCause(out string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	if i := strings.LastIndex(first, ": "); i >= 0 {
+		return "the module proxy answered " + first[i+2:]
+	}
+	return first
 }
