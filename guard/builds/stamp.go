@@ -82,17 +82,24 @@ func sameInt(s string, n int64) bool {
 	return err == nil && v == n
 }
 
-// readSmall reads a stamp with raw descriptors: open, one read, close.
-// os.ReadFile adds an fstat, a second read and a poller registration, and
-// every syscall counts on the per-call path.
+// readSmall reads a stamp with raw descriptors: open, fstat, one read,
+// close. os.ReadFile adds a second read and a poller registration, and
+// every syscall counts on the per-call path. The buffer is sized by the
+// fstat, on the heap: a buffer of maxStamp on the stack made a call's
+// goroutine stack grow, which costs more than the fstat (the runtime
+// copies the stack and walks its frames).
 func readSmall(path string) (string, bool) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return "", false
 	}
 	defer syscall.Close(fd)
-	var buf [maxStamp]byte
-	n, err := syscall.Read(fd, buf[:])
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Size <= 0 || st.Size >= maxStamp {
+		return "", false
+	}
+	buf := make([]byte, st.Size+1)
+	n, err := syscall.Read(fd, buf)
 	if err != nil || n <= 0 || n == len(buf) {
 		return "", false
 	}
