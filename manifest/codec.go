@@ -3,6 +3,7 @@ package manifest
 import (
 	"encoding/binary"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 )
@@ -36,28 +37,22 @@ func (e *encoder) strs(ss []string) {
 	}
 }
 
-func (e *encoder) strMap(m map[string]string) {
+// encodeMap writes m in key order, each value by put.
+func encodeMap[V any](e *encoder, m map[string]V, put func(V)) {
 	if m == nil {
 		e.uint(0)
 		return
 	}
 	e.uint(uint64(len(m)) + 1)
-	for _, k := range slices.Sorted(mapKeys(m)) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		e.str(k)
-		e.str(m[k])
+		put(m[k])
 	}
 }
 
+func (e *encoder) strMap(m map[string]string) { encodeMap(e, m, e.str) }
 func (e *encoder) durMap(m map[string]Duration) {
-	if m == nil {
-		e.uint(0)
-		return
-	}
-	e.uint(uint64(len(m)) + 1)
-	for _, k := range slices.Sorted(mapKeys(m)) {
-		e.str(k)
-		e.int(int64(m[k]))
-	}
+	encodeMap(e, m, func(d Duration) { e.int(int64(d)) })
 }
 
 var errCodec = errors.New("decoded manifest entry cut short")
@@ -79,14 +74,10 @@ func (d *decoder) uint() uint64 {
 	return n
 }
 
+// int reads binary.AppendVarint's zig-zag form.
 func (d *decoder) int() int64 {
-	n, k := binary.Varint(d.b)
-	if k <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[k:]
-	return n
+	u := d.uint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (d *decoder) fail() {
@@ -143,30 +134,23 @@ func (d *decoder) strs() []string {
 	return ss
 }
 
-func (d *decoder) strMap() map[string]string {
+// decodeMap reads what encodeMap wrote, each value by get.
+func decodeMap[V any](d *decoder, get func() V) map[string]V {
 	n, ok := d.count()
 	if !ok {
 		return nil
 	}
-	m := make(map[string]string, n)
+	m := make(map[string]V, n)
 	for range n {
 		k := d.str()
-		m[k] = d.str()
+		m[k] = get()
 	}
 	return m
 }
 
+func (d *decoder) strMap() map[string]string { return decodeMap(d, d.str) }
 func (d *decoder) durMap() map[string]Duration {
-	n, ok := d.count()
-	if !ok {
-		return nil
-	}
-	m := make(map[string]Duration, n)
-	for range n {
-		k := d.str()
-		m[k] = Duration(d.int())
-	}
-	return m
+	return decodeMap(d, func() Duration { return Duration(d.int()) })
 }
 
 // encodeTop writes the manifest's top-level settings: everything but its

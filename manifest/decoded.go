@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,7 +187,7 @@ func encodeIndex(key string, m *Manifest) ([]byte, error) {
 	buf.Write(top.b)
 	buf.Write(whole)
 	table := make([]byte, slots*indexSlot)
-	for _, name := range slices.Sorted(mapKeys(entries)) {
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		data := entries[name]
 		off := buf.Len()
 		buf.WriteString(name)
@@ -215,16 +216,6 @@ func encodeIndex(key string, m *Manifest) ([]byte, error) {
 	le.PutUint32(out[24:], uint32(len(whole)))
 	le.PutUint32(out[28:], uint32(slots))
 	return out, nil
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // header is the decoded manifest's header, checked against the file.
@@ -480,5 +471,5 @@ func (m *Manifest) ToolNames() []string {
 		tools = x.wholeManifest().Tools
 		x.mu.Unlock()
 	}
-	return slices.Sorted(mapKeys(tools))
+	return slices.Sorted(maps.Keys(tools))
 }
