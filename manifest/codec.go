@@ -219,7 +219,8 @@ func encodeTool(e *encoder, t *Tool) {
 	}
 }
 
-func decodeTool(d *decoder, t *Tool) {
+func decodeTool(d *decoder) *Tool {
+	t := new(Tool)
 	t.Name = d.str()
 	t.Path = d.str()
 	t.Build = d.str()
@@ -235,6 +236,7 @@ func decodeTool(d *decoder, t *Tool) {
 		on := c == 1
 		t.Cache = &on
 	}
+	return t
 }
 
 func encodeBuild(e *encoder, b *Build) {
@@ -255,7 +257,8 @@ func encodeBuild(e *encoder, b *Build) {
 	e.strs(b.Targets)
 }
 
-func decodeBuild(d *decoder, b *Build) {
+func decodeBuild(d *decoder) *Build {
+	b := new(Build)
 	b.Name = d.str()
 	b.Dir = d.str()
 	b.Repo = d.str()
@@ -269,6 +272,7 @@ func decodeBuild(d *decoder, b *Build) {
 	b.Timeout = Duration(d.int())
 	b.Outputs = d.strs()
 	b.Targets = d.strs()
+	return b
 }
 
 func encodeModel(e *encoder, m *Model) {
@@ -282,7 +286,8 @@ func encodeModel(e *encoder, m *Model) {
 	e.str(m.Fallback)
 }
 
-func decodeModel(d *decoder, m *Model) {
+func decodeModel(d *decoder) *Model {
+	m := new(Model)
 	m.File = d.str()
 	m.Size = d.int()
 	m.SHA256 = d.str()
@@ -291,4 +296,5 @@ func decodeModel(d *decoder, m *Model) {
 	m.Budget.Base = Duration(d.int())
 	m.Budget.TokensPerSecond = d.float()
 	m.Fallback = d.str()
+	return m
 }

@@ -59,11 +59,11 @@ func TestCodecRoundTrip(t *testing.T) {
 	read := func(d *decoder, out any) {
 		switch out := out.(type) {
 		case *Tool:
-			decodeTool(d, out)
+			*out = *decodeTool(d)
 		case *Build:
-			decodeBuild(d, out)
+			*out = *decodeBuild(d)
 		case *Model:
-			decodeModel(d, out)
+			*out = *decodeModel(d)
 		case *Manifest:
 			decodeTop(d, out)
 		}

@@ -453,6 +453,9 @@ func (x *index) wholeManifest() *Manifest {
 // stay, others are read from the TOML again. It is a no-op on a whole
 // manifest.
 func (m *Manifest) Close() {
+	if m == nil {
+		return
+	}
 	if x := m.idx; x != nil {
 		x.mu.Lock()
 		defer x.mu.Unlock()

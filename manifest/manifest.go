@@ -3,9 +3,10 @@
 // they need (with exact sizes, optional sha256 and download URLs), the time
 // budgets, the swarm roles, auth hints and the prompt cache.
 //
-// The manifest is TOML. Parse runs on every shim call, so it does no work at
-// package init beyond go:embed, and builds the key-to-line index it needs for
-// error messages only when there is an error to report. Every syntax and
+// The manifest is TOML. A shim call reads it from its decoded copy
+// (decoded.go), so Parse runs only when the manifest changed; the package
+// does no work at init beyond go:embed, and builds the key-to-line index it
+// needs for error messages only when there is an error to report. Every syntax and
 // validation error is an *Error naming the file and line; validation collects
 // all of them so one run of `guard manifest check` shows every mistake.
 package manifest
@@ -141,7 +142,7 @@ type CacheConf struct {
 // Tool returns the tool named name, or nil.
 func (m *Manifest) Tool(name string) *Tool {
 	if x := m.idx; x != nil {
-		return lookup(x, x.tools, "t:", name, func(d *decoder) *Tool { t := new(Tool); decodeTool(d, t); return t }, func(w *Manifest) *Tool { return w.Tools[name] })
+		return lookup(x, x.tools, "t:", name, decodeTool, func(w *Manifest) *Tool { return w.Tools[name] })
 	}
 	return m.Tools[name]
 }
@@ -149,7 +150,7 @@ func (m *Manifest) Tool(name string) *Tool {
 // Build returns the build recipe named name, or nil.
 func (m *Manifest) Build(name string) *Build {
 	if x := m.idx; x != nil {
-		return lookup(x, x.builds, "b:", name, func(d *decoder) *Build { b := new(Build); decodeBuild(d, b); return b }, func(w *Manifest) *Build { return w.Builds[name] })
+		return lookup(x, x.builds, "b:", name, decodeBuild, func(w *Manifest) *Build { return w.Builds[name] })
 	}
 	return m.Builds[name]
 }
@@ -172,7 +173,7 @@ func (m *Manifest) ModelByFile(file string) *Model {
 // model returns the model whose file is exactly file, or nil.
 func (m *Manifest) model(file string) *Model {
 	if x := m.idx; x != nil {
-		return lookup(x, x.models, "m:", file, func(d *decoder) *Model { m := new(Model); decodeModel(d, m); return m }, func(w *Manifest) *Model { return w.model(file) })
+		return lookup(x, x.models, "m:", file, decodeModel, func(w *Manifest) *Model { return w.model(file) })
 	}
 	for _, md := range m.Models {
 		if md.File == file {
