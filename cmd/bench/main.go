@@ -7,7 +7,7 @@
 //	go run ./cmd/bench output     # a tool printing -size MB to a pipe through guard against a bash shim
 //	go run ./cmd/bench rebuild    # a cold rebuild of the CMake fixture through guard against bare cmake
 //	go run ./cmd/bench prewarm    # a fresh shell to its first llama answer, with and without install --prewarm
-//	go run ./cmd/bench all -o docs/BENCHMARKS.md   # every table and Go benchmark, into the document
+//	go run ./cmd/bench all -install-managers -o docs/BENCHMARKS.md   # every table and Go benchmark, into the document
 //
 // A row is one command (Row); a table (Table) samples its rows interleaved:
 // in each round every row runs, in a new random order, its warm-up and its
@@ -34,7 +34,11 @@
 // Knobs (after the command): -runs, -rounds, -warmup (each table has its
 // defaults), -stat median|mean|cpu (what ratios and goals compare), -keep
 // (keep the temp folder: sandboxes, binaries, each row's last stderr),
-// -guard FILE (time a guard built elsewhere), -size MB (download):
+// -guard FILE (time a guard built elsewhere: the shim table's scaling rows
+// with an older build show what a change did), -size MB (download, output),
+// -install-managers (shim: install the other shim managers that are not on
+// PATH into the temp folder, mise with npm, asdf and aqua-proxy with go
+// install; tests never do):
 //
 //	go run ./cmd/bench shim -runs 40 -rounds 10 -stat cpu -keep
 //
