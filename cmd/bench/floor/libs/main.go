@@ -24,9 +24,9 @@ import (
 	_ "runtime/debug"
 	_ "text/tabwriter"
 
-	_ "github.com/BurntSushi/toml"
 	_ "github.com/creack/pty"
 	_ "github.com/gofrs/flock"
+	_ "github.com/pelletier/go-toml/v2"
 	_ "github.com/urfave/cli/v2"
 	_ "go.uber.org/zap"
 	_ "golang.org/x/sys/unix"
