@@ -68,7 +68,7 @@ func Load(path, home string) (*Manifest, error) {
 func Parse(source string, data []byte, home string) (*Manifest, error) {
 	var tree map[string]any
 	if err := toml.Unmarshal(data, &tree); err != nil {
-		return nil, decodeError(source, data, err)
+		return nil, decodeError(source, err)
 	}
 	m := new(Manifest)
 	c := checker{file: source, data: data}
@@ -179,7 +179,7 @@ func ExpandHome(p, home string) string {
 
 // decodeError turns the TOML library's error into an *Error: a syntax
 // error, a duplicated key or table, a number out of range, with its line.
-func decodeError(file string, data []byte, err error) error {
+func decodeError(file string, err error) error {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		line, _ := de.Position()

@@ -61,7 +61,7 @@ type pinDoc struct {
 func modelIndex(data []byte, file string) (int, error) {
 	var doc pinDoc
 	if err := toml.Unmarshal(data, &doc); err != nil {
-		return 0, decodeError("manifest", data, err)
+		return 0, decodeError("manifest", err)
 	}
 	found := -1
 	for i, md := range doc.Models {

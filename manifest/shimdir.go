@@ -32,7 +32,7 @@ func SetShimDir(data []byte, dir string) ([]byte, error) {
 		ShimDir string `toml:"shim_dir"`
 	}
 	if err := toml.Unmarshal(out, &doc); err != nil {
-		return nil, fmt.Errorf("set shim_dir: %w", decodeError("manifest", out, err))
+		return nil, fmt.Errorf("set shim_dir: %w", decodeError("manifest", err))
 	}
 	if doc.ShimDir != dir {
 		return nil, fmt.Errorf("set shim_dir: the edit did not take (shim_dir reads %q)", doc.ShimDir)
