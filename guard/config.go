@@ -87,10 +87,15 @@ type Config struct {
 var errNoHome = errors.New("HOME is not set")
 
 // LoadConfig builds the configuration from w: the environment, then the
-// manifest (through its decoded cache in the state folder). An environment
-// variable guard cannot read is said on w.Stderr, naming it, and treated as
-// unset: a typo must not be ignored silently, nor stop the call.
-func LoadConfig(w World) (*Config, error) {
+// whole manifest (through its decoded copy in the state folder), as the
+// commands need it. An environment variable guard cannot read is said on
+// w.Stderr, naming it, and treated as unset: a typo must not be ignored
+// silently, nor stop the call.
+func LoadConfig(w World) (*Config, error) { return loadConfig(w, false) }
+
+// loadConfig is LoadConfig; with lazy (a shim call) the manifest reads
+// only the entries the call asks for (manifest.LoadDecoded).
+func loadConfig(w World, lazy bool) (*Config, error) {
 	home := w.Getenv("HOME")
 	if home == "" {
 		return nil, &guardError{err: errNoHome, hint: "set HOME to your home folder"}
@@ -98,7 +103,7 @@ func LoadConfig(w World) (*Config, error) {
 	// GUARD_STATE_DIR is read before the manifest, which may name another
 	// state folder: the decoded manifest must be found before it is read.
 	named := w.Getenv("GUARD_MANIFEST")
-	m, err := manifest.LoadDecoded(named, home, manifest.ExpandHome(envOr(w, "GUARD_STATE_DIR", manifest.DefaultStateDir), home))
+	m, err := manifest.LoadDecoded(named, home, manifest.ExpandHome(envOr(w, "GUARD_STATE_DIR", manifest.DefaultStateDir), home), lazy)
 	if err != nil {
 		hint := "fix the manifest (guard manifest check)"
 		if named != "" {
@@ -140,15 +145,6 @@ func LoadConfig(w World) (*Config, error) {
 
 // State is the layout of guard's state folder.
 func (c *Config) State() state.Layout { return state.Layout{Dir: c.StateDir} }
-
-// toolNames lists the tools guard links in the shim folder.
-func (c *Config) toolNames() []string {
-	names := make([]string, 0, len(c.M.Tools))
-	for name := range c.M.Tools {
-		names = append(names, name)
-	}
-	return names
-}
 
 // tool returns the manifest's entry for name, or a bare one for a name the
 // manifest does not know (a link made by hand: resolved and run, nothing

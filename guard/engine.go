@@ -46,8 +46,11 @@ func New(c *Config) *Engine {
 // Config is the configuration the engine works on.
 func (e *Engine) Config() *Config { return e.c }
 
-// Close flushes the heal log.
-func (e *Engine) Close() { e.log.Close() }
+// Close flushes the heal log and lets go of the manifest's decoded file.
+func (e *Engine) Close() {
+	e.log.Close()
+	e.c.M.Close()
+}
 
 // LogPath is the heal log events go to: the configured one, or the per-user
 // fallback when the shared default belongs to another user.
@@ -78,10 +81,12 @@ func Tell(w io.Writer, msg string) {
 	}
 }
 
-// Repair brings back shims a sandbox evicted; it logs shim.recreate for each.
+// Repair checks every link of the shim folder and brings back those a
+// sandbox evicted; it logs shim.recreate for each. The commands run it
+// every time; a call only when the folder changed (mendShims).
 func (e *Engine) Repair() {
 	c := e.c
-	done, err := install.Repair(c.ShimDir, c.StateDir, c.Self, c.toolNames())
+	done, err := install.Repair(c.ShimDir, c.StateDir, c.Self, c.M.ToolNames(), c.M.Generation())
 	for _, name := range done {
 		e.Event(heallog.Event{Event: "shim.recreate", Tool: name, Target: filepath.Join(c.ShimDir, name), Result: "ok"})
 	}
@@ -91,13 +96,25 @@ func (e *Engine) Repair() {
 	}
 }
 
+// mendShims is a call's Repair: only when the shim folder, guard's copy
+// in it or the manifest changed since the last full check, so a healthy
+// call costs the same with 3 tools or 10,000.
+func (e *Engine) mendShims() {
+	c := e.c
+	if install.Unchanged(c.ShimDir, c.StateDir, c.M.Generation()) {
+		return
+	}
+	e.debug("shims: the folder or the manifest changed since the last check: checking every link")
+	e.Repair()
+}
+
 // builder is the build and package healer over guard's state folder.
 func (e *Engine) builder() *builds.Builder {
 	return &builds.Builder{
 		StateDir:      e.c.StateDir,
 		Log:           e.Event,
 		Stderr:        e.c.Stderr,
-		Packages:      e.c.M.Packages,
+		Package:       e.c.M.Package,
 		HealTimeout:   e.c.M.Budget.Heal.D(),
 		Env:           e.c.Env,
 		ProgressEvery: e.c.ProgressEvery,

@@ -56,7 +56,7 @@ func (e *Engine) storeAnswer(pc *promptCache, name string, a shims.Attempt, res 
 	}
 	ev := heallog.Event{Event: "cache.store", Tool: name, Target: a.Model, Bytes: res.Stdout.Len(), Result: "ok"}
 	answer, whole := res.Stdout.Bytes()
-	err := errAnswerTooLarge
+	err := errAnswerTooLarge()
 	if whole {
 		err = pc.store.Put(key, promptcache.Entry{Stdout: answer, Seconds: res.Elapsed.Seconds()})
 	}
@@ -66,8 +66,11 @@ func (e *Engine) storeAnswer(pc *promptCache, name string, a shims.Attempt, res 
 	e.Event(ev)
 }
 
-// errAnswerTooLarge is why an answer past runner.CaptureMemory is not cached.
-var errAnswerTooLarge = fmt.Errorf("an answer over %d MiB is not cached", runner.CaptureMemory>>20)
+// errAnswerTooLarge is why an answer past runner.CaptureMemory is not
+// cached (made when needed: a call's start makes no error values).
+func errAnswerTooLarge() error {
+	return fmt.Errorf("an answer over %d MiB is not cached", runner.CaptureMemory>>20)
+}
 
 // cacheKey returns attempt a's prompt-cache key, or "" when it has none
 // (caching off, no model, a model that cannot be read).

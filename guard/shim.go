@@ -15,7 +15,7 @@ func Shim(w World, name string, args []string) int {
 }
 
 func shim(w World, name string, args []string, exec execFunc) int {
-	c, err := LoadConfig(w)
+	c, err := loadConfig(w, true)
 	if err != nil {
 		return unguarded(w, name, args, err, exec)
 	}
@@ -25,6 +25,6 @@ func shim(w World, name string, args []string, exec execFunc) int {
 	if c.Debug {
 		e.debug("manifest %s; state %s; depth %d", c.M.Source, c.StateDir, c.Depth)
 	}
-	e.Repair()
+	e.mendShims()
 	return e.call(context.Background(), name, args)
 }

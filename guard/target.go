@@ -119,7 +119,7 @@ func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error)
 	m := e.c.M
 	switch {
 	case tool.Build != "":
-		rec := m.Builds[tool.Build]
+		rec := m.Build(tool.Build)
 		if rec == nil {
 			return fmt.Errorf("%v\nthe manifest names build %q, which it does not define", why, tool.Build)
 		}

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/BurntSushi/toml"
+	"github.com/pelletier/go-toml/v2"
 )
 
 // Encode writes the effective manifest (defaults applied, paths expanded)
@@ -18,9 +18,7 @@ func (m *Manifest) Encode(w io.Writer) error {
 		src := strings.NewReplacer("\n", " ", "\r", " ").Replace(m.Source)
 		fmt.Fprintf(bw, "# effective manifest, read from %s\n\n", src)
 	}
-	enc := toml.NewEncoder(bw)
-	enc.Indent = ""
-	if err := enc.Encode(m); err != nil {
+	if err := toml.NewEncoder(bw).Encode(m); err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
 	if err := bw.Flush(); err != nil {

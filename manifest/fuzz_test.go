@@ -3,6 +3,8 @@ package manifest
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -53,4 +55,39 @@ func checkErrorTree(t *testing.T, err error) {
 	if me.File != "fuzz.toml" || me.Msg == "" || me.Line < 0 {
 		t.Fatalf("bad error %#v", me)
 	}
+}
+
+// FuzzDecoded checks that no decoded-manifest file makes a load or a lookup
+// panic or read past the file: a damaged one must only fail the load, or
+// send a lookup to the whole manifest.
+func FuzzDecoded(f *testing.F) {
+	m, err := Parse(EmbeddedSource, defaultTOML, "/home/u")
+	if err != nil {
+		f.Fatal(err)
+	}
+	good, err := encodeIndex("k", m)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add(good[:len(good)/2])
+	f.Add(good[:indexHeader])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = readWhole(data, "k")
+		file := filepath.Join(t.TempDir(), "decoded")
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		lazy, err := openIndex(file, "k", func() (*Manifest, error) { return nil, errIndex })
+		if err != nil {
+			return
+		}
+		defer lazy.Close()
+		lazy.Tool("npx")
+		lazy.Build("llama-cpp")
+		lazy.Package("cmake")
+		lazy.FallbackModel(lazy.ModelByFile("/m/Qwen2.5-0.5B-Instruct-Q5_K_M.gguf"))
+		lazy.ModelByRole("SCOUT")
+		lazy.ToolNames()
+	})
 }

@@ -3,16 +3,15 @@ package manifest
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/BurntSushi/toml"
 )
 
-// BurntSushi/toml keeps key positions private, so error messages find their
+// The TOML decoder gives no key positions, so error messages find their
 // line with this small scanner of the TOML text. It runs only when there is
 // an error to report (or a sha256 to pin), never on the healthy hot path. It
 // tolerates any input: on text that is not TOML it records less, it never
@@ -48,14 +47,57 @@ func (p keyPath) String() string {
 		if i > 0 {
 			b.WriteByte('.')
 		}
-		b.WriteString(toml.Key{s.name}.String())
+		b.WriteString(tomlKey{s.name}.String())
 	}
 	return b.String()
 }
 
-// tomlKey drops the indexes, giving the key as toml.MetaData reports it.
-func (p keyPath) tomlKey() toml.Key {
-	k := make(toml.Key, 0, len(p))
+// tomlKey is a key as TOML names it: its parts, without array indexes
+// (models.size for models[1].size).
+type tomlKey []string
+
+// String is the key as written in TOML: bare parts as they are, others in
+// double quotes with TOML's escapes (packages."g++").
+func (k tomlKey) String() string {
+	var b strings.Builder
+	for i, part := range k {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		if part != "" && strings.IndexFunc(part, func(r rune) bool { return r >= utf8.RuneSelf || !isBareKeyByte(byte(r)) }) < 0 {
+			b.WriteString(part)
+			continue
+		}
+		b.WriteByte('"')
+		for _, r := range part {
+			switch {
+			case r == '"' || r == '\\':
+				b.WriteByte('\\')
+				b.WriteRune(r)
+			case r == '\b':
+				b.WriteString(`\b`)
+			case r == '\t':
+				b.WriteString(`\t`)
+			case r == '\n':
+				b.WriteString(`\n`)
+			case r == '\f':
+				b.WriteString(`\f`)
+			case r == '\r':
+				b.WriteString(`\r`)
+			case r < 0x20 || r == 0x7f:
+				fmt.Fprintf(&b, `\u%04x`, r)
+			default:
+				b.WriteRune(r)
+			}
+		}
+		b.WriteByte('"')
+	}
+	return b.String()
+}
+
+// tomlKey drops the indexes, giving the key as TOML names it.
+func (p keyPath) tomlKey() tomlKey {
+	k := make(tomlKey, 0, len(p))
 	for _, s := range p {
 		if s.index < 0 {
 			k = append(k, s.name)
@@ -75,7 +117,7 @@ type keyIndex struct {
 	data  []byte
 	lines []int             // byte offset of the start of each line
 	at    map[string]keyLoc // keyPath.String() -> first definition
-	seen  map[string][]int  // toml.Key.String() -> offsets of each definition, in document order
+	seen  map[string][]int  // tomlKey.String() -> offsets of each definition, in document order
 }
 
 // indexKeys scans data once and records where every key is defined.
@@ -125,8 +167,8 @@ func (x *keyIndex) raw(p keyPath) string {
 	return string(x.data[loc.start:loc.end])
 }
 
-// onLine finds the definitions of k (a key as toml.MetaData names it,
-// without indexes) written on line, which gives them back their indexes:
+// onLine finds the definitions of k (a key as TOML names it, without
+// indexes) written on line, which gives them back their indexes:
 // the "models.size" of a decode error on line 6 is models[1].size. It
 // returns the key itself first, then the elements of its list, in order.
 func (x *keyIndex) onLine(line int, k string) []keyLoc {
@@ -141,9 +183,9 @@ func (x *keyIndex) onLine(line int, k string) []keyLoc {
 }
 
 // nthLine returns the line of the n-th (0-based) definition of k, which is
-// how toml.MetaData.Undecoded keys (which carry no array index) find their
+// how unknown keys (which carry no array index) find their
 // place. It returns 0 when k was not seen.
-func (x *keyIndex) nthLine(k toml.Key, n int) int {
+func (x *keyIndex) nthLine(k tomlKey, n int) int {
 	offs := x.seen[k.String()]
 	if len(offs) == 0 {
 		return 0
@@ -393,9 +435,9 @@ func (s *keyScanner) record(p keyPath, loc keyLoc) {
 	}
 }
 
-// see notes a definition the way toml.MetaData.Keys lists it: headers and
+// see notes a definition as a TOML document defines keys: headers and
 // full keys, without array indexes and without the parents of dotted keys.
-func (s *keyScanner) see(k toml.Key, off int) {
+func (s *keyScanner) see(k tomlKey, off int) {
 	ks := k.String()
 	s.x.seen[ks] = append(s.x.seen[ks], off)
 }

@@ -3,7 +3,7 @@ package manifest
 import (
 	"testing"
 
-	"github.com/BurntSushi/toml"
+	"github.com/pelletier/go-toml/v2/unstable"
 )
 
 // keyDoc exercises what the scanner must not be fooled by: brackets and
@@ -113,30 +113,55 @@ func TestRawValue(t *testing.T) {
 	}
 }
 
-// TestNthLineMatchesMetaData checks that the scanner lists definitions the
-// way toml.MetaData.Keys does, since unknown keys are placed by counting.
-func TestNthLineMatchesMetaData(t *testing.T) {
-	var v map[string]any
-	md, err := toml.Decode(keyDoc, &v)
-	if err != nil {
+// TestNthLineMatchesTheParser checks that the scanner lists definitions as
+// the TOML parser sees them (headers and full keys, inline tables' keys
+// included), since unknown keys are placed by counting.
+func TestNthLineMatchesTheParser(t *testing.T) {
+	counts := map[string]int{}
+	var see func(prefix tomlKey, kv *unstable.Node)
+	see = func(prefix tomlKey, kv *unstable.Node) {
+		k := prefix
+		for it := kv.Key(); it.Next(); {
+			k = append(k[:len(k):len(k)], string(it.Node().Data))
+		}
+		counts[k.String()]++
+		if v := kv.Value(); v.Kind == unstable.InlineTable {
+			for it := v.Children(); it.Next(); {
+				see(k, it.Node())
+			}
+		}
+	}
+	var p unstable.Parser
+	p.Reset([]byte(keyDoc))
+	var table tomlKey
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			table = nil
+			for it := e.Key(); it.Next(); {
+				table = append(table, string(it.Node().Data))
+			}
+			counts[table.String()]++
+		case unstable.KeyValue:
+			see(table, e)
+		}
+	}
+	if err := p.Error(); err != nil {
 		t.Fatal(err)
 	}
 	x := indexKeys([]byte(keyDoc))
-	counts := map[string]int{}
-	for _, k := range md.Keys() {
-		ks := k.String()
-		n := counts[ks]
-		counts[ks]++
-		if x.nthLine(k, n) == 0 {
-			t.Errorf("key %s (occurrence %d) not seen by the scanner", ks, n)
+	for ks, n := range counts {
+		if len(x.seen[ks]) != n {
+			t.Errorf("key %s: scanner saw %d, the parser %d", ks, len(x.seen[ks]), n)
 		}
 	}
 	for ks, offs := range x.seen {
 		if counts[ks] != len(offs) {
-			t.Errorf("key %s: scanner saw %d, toml %d", ks, len(offs), counts[ks])
+			t.Errorf("key %s: scanner saw %d, the parser %d", ks, len(offs), counts[ks])
 		}
 	}
-	if got := x.nthLine(toml.Key{"models", "file"}, 1); got != 30 {
+	if got := x.nthLine(tomlKey{"models", "file"}, 1); got != 30 {
 		t.Errorf("second models.file on line %d, want 30", got)
 	}
 }
@@ -194,7 +219,7 @@ func TestUnescapeBasic(t *testing.T) {
 }
 
 func TestSuggest(t *testing.T) {
-	tests := map[string]toml.Key{
+	tests := map[string]tomlKey{
 		"stall":             {"tools", "npx", "stal"},
 		"tokens_per_second": {"models", "budget", "tokens_per_secnd"},
 		"log":               {"logg"},
@@ -205,7 +230,7 @@ func TestSuggest(t *testing.T) {
 			t.Errorf("suggest(%s) = %q, want %q", k, got, want)
 		}
 	}
-	if got := suggest(toml.Key{"packages", "x", "y"}); got != "" {
+	if got := suggest(tomlKey{"packages", "x", "y"}); got != "" {
 		t.Errorf("below a string map: %q", got)
 	}
 }

@@ -3,9 +3,10 @@
 // they need (with exact sizes, optional sha256 and download URLs), the time
 // budgets, the swarm roles, auth hints and the prompt cache.
 //
-// The manifest is TOML. Parse runs on every shim call, so it does no work at
-// package init beyond go:embed, and builds the key-to-line index it needs for
-// error messages only when there is an error to report. Every syntax and
+// The manifest is TOML. A shim call reads it from its decoded copy
+// (decoded.go), so Parse runs only when the manifest changed; the package
+// does no work at init beyond go:embed, and builds the key-to-line index it
+// needs for error messages only when there is an error to report. Every syntax and
 // validation error is an *Error naming the file and line; validation collects
 // all of them so one run of `guard manifest check` shows every mistake.
 package manifest
@@ -34,6 +35,9 @@ type Manifest struct {
 
 	// Source is the file the manifest was read from, or EmbeddedSource.
 	Source string `toml:"-"`
+
+	gen string // Generation
+	idx *index // a lazy manifest's decoded file (LoadDecoded); nil for a whole one
 }
 
 // EmbeddedSource is Manifest.Source for the built-in default manifest.
@@ -137,25 +141,64 @@ type CacheConf struct {
 
 // Tool returns the tool named name, or nil.
 func (m *Manifest) Tool(name string) *Tool {
+	if x := m.idx; x != nil {
+		return lookup(x, x.tools, "t:", name, decodeTool, func(w *Manifest) *Tool { return w.Tools[name] })
+	}
 	return m.Tools[name]
+}
+
+// Build returns the build recipe named name, or nil.
+func (m *Manifest) Build(name string) *Build {
+	if x := m.idx; x != nil {
+		return lookup(x, x.builds, "b:", name, decodeBuild, func(w *Manifest) *Build { return w.Builds[name] })
+	}
+	return m.Builds[name]
+}
+
+// Package returns the Debian package that provides command ("" when the
+// manifest's [packages] does not say).
+func (m *Manifest) Package(command string) string {
+	if x := m.idx; x != nil {
+		return lookup(x, x.packages, "p:", command, (*decoder).str, func(w *Manifest) string { return w.Packages[command] })
+	}
+	return m.Packages[command]
 }
 
 // ModelByFile returns the model whose local file name is the base name of
 // file, or nil. A path such as "/home/u/x.gguf" matches file "x.gguf".
 func (m *Manifest) ModelByFile(file string) *Model {
-	base := filepath.Base(file)
+	return m.model(filepath.Base(file))
+}
+
+// model returns the model whose file is exactly file, or nil.
+func (m *Manifest) model(file string) *Model {
+	if x := m.idx; x != nil {
+		return lookup(x, x.models, "m:", file, decodeModel, func(w *Manifest) *Model { return w.model(file) })
+	}
 	for _, md := range m.Models {
-		if md.File == base {
+		if md.File == file {
 			return md
 		}
 	}
 	return nil
 }
 
-// ModelByRole returns the model with the given role, or nil.
+// ModelByRole returns the first model with the given role, or nil.
 func (m *Manifest) ModelByRole(role string) *Model {
 	if role == "" {
 		return nil
+	}
+	if x := m.idx; x != nil {
+		file := lookup(x, x.roles, "r:", role, (*decoder).str, func(w *Manifest) string {
+			if md := w.ModelByRole(role); md != nil {
+				return md.File
+			}
+			return ""
+		})
+		if file == "" {
+			return nil
+		}
+		return m.model(file)
 	}
 	for _, md := range m.Models {
 		if md.Role == role {
@@ -179,12 +222,7 @@ func (m *Manifest) FallbackModel(md *Model) *Model {
 	if f := m.ModelByRole(md.Fallback); f != nil {
 		return f
 	}
-	for _, f := range m.Models {
-		if f.File == md.Fallback {
-			return f
-		}
-	}
-	return nil
+	return m.model(md.Fallback)
 }
 
 //go:embed default.toml

@@ -4,8 +4,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-
-	"github.com/BurntSushi/toml"
 )
 
 // A value of the wrong type (size = "4096", [models] for [[models]]) gets
@@ -14,9 +12,8 @@ import (
 // instead when there is an obvious one.
 
 // mismatch is the message for the value of key on line whose TOML type is
-// got (BurntSushi's Go name of it: string, int64, map[string]any...) where
-// the manifest wants want (BurntSushi's: integer, float, boolean, string,
-// slice, table).
+// got (typeName: string, int64, map[string]interface {}...) where the
+// manifest wants want (integer, float, boolean, string, slice, table).
 func mismatch(file string, data []byte, line int, key, got, want string) *Error {
 	leaf := key
 	if i := strings.LastIndexByte(key, '.'); i >= 0 {
@@ -150,14 +147,14 @@ func isFloat(s string) bool {
 // tableFix says how to write the table key: a table of named entries takes
 // one [key.NAME] each, any other table its own [key] header.
 func tableFix(key string) string {
-	if t, ok := typeAt(toml.Key(strings.Split(key, "."))); ok && t.Kind() == reflect.Map && elemType(t.Elem()).Kind() == reflect.Struct {
+	if t, ok := typeAt(tomlKey(strings.Split(key, "."))); ok && t.Kind() == reflect.Map && elemType(t.Elem()).Kind() == reflect.Struct {
 		return "write [" + key + ".NAME] for each entry"
 	}
 	return "write [" + key + "] and its keys below it"
 }
 
 // typeAt is the Go type the manifest decodes key into.
-func typeAt(key toml.Key) (reflect.Type, bool) {
+func typeAt(key tomlKey) (reflect.Type, bool) {
 	t := reflect.TypeFor[Manifest]()
 	for _, name := range key {
 		t = elemType(t)
@@ -175,22 +172,4 @@ func typeAt(key toml.Key) (reflect.Type, bool) {
 		}
 	}
 	return t, true
-}
-
-// notTables reports keys whose value is not a table where the manifest
-// takes a table of names (tools = 3, env = "x"): BurntSushi/toml decodes
-// those into an empty map without a word.
-func (c *checker) notTables(md toml.MetaData) {
-	for _, k := range md.Keys() {
-		switch md.Type(k...) {
-		case "Hash", "ArrayHash", "":
-			continue
-		}
-		t, ok := typeAt(k)
-		if !ok || elemType(t).Kind() != reflect.Map {
-			continue
-		}
-		got := map[string]string{"Integer": "int64", "Float": "float64", "Bool": "bool", "String": "string", "Array": "slice", "Datetime": "date"}[md.Type(k...)]
-		c.errs = append(c.errs, mismatch(c.file, c.data, c.index().nthLine(k, 0), k.String(), got, "table"))
-	}
 }

@@ -1,19 +1,17 @@
 package manifest
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/BurntSushi/toml"
+	"github.com/pelletier/go-toml/v2"
 
 	"github.com/sandbox-guard/guard/guard/state"
 )
@@ -68,14 +66,16 @@ func Load(path, home string) (*Manifest, error) {
 // applies defaults, validates it and expands "~/" in paths with home. Every
 // error is an *Error, or several joined with errors.Join.
 func Parse(source string, data []byte, home string) (*Manifest, error) {
-	m := new(Manifest)
-	md, err := toml.Decode(string(data), m)
-	if err != nil {
-		return nil, decodeError(source, data, err)
+	var tree map[string]any
+	if err := toml.Unmarshal(data, &tree); err != nil {
+		return nil, decodeError(source, err)
 	}
+	m := new(Manifest)
 	c := checker{file: source, data: data}
-	c.unknownKeys(md)
-	c.notTables(md)
+	if err := c.decode(tree, m); err != nil {
+		return nil, err
+	}
+	c.unknownKeys()
 	m.Source = source
 	m.fill()
 	c.check(m)
@@ -177,59 +177,15 @@ func ExpandHome(p, home string) string {
 	return p
 }
 
-// decodeError turns a BurntSushi error into an *Error. Syntax errors are
-// toml.ParseError with a position; type mismatches are plain errors of the
-// form `toml: line N (last key "K"): msg`, so the line is read back from
-// the text.
-func decodeError(file string, data []byte, err error) error {
-	var pe toml.ParseError
-	if errors.As(err, &pe) {
-		// Position.Line is one too far when the error is at a line's
-		// newline ("[[models]" then end of line); the byte offset is exact.
-		line := pe.Position.Line
-		if s := pe.Position.Start; s > 0 && s <= len(data) {
-			line = 1 + bytes.Count(data[:s], []byte("\n"))
-		}
-		return &Error{File: file, Line: line, Msg: tidy(pe.Message)}
+// decodeError turns the TOML library's error into an *Error: a syntax
+// error, a duplicated key or table, a number out of range, with its line.
+func decodeError(file string, err error) error {
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		line, _ := de.Position()
+		return &Error{File: file, Line: line, Msg: tidy(strings.TrimPrefix(de.Error(), "toml: "))}
 	}
-	msg := strings.TrimPrefix(err.Error(), "toml: ")
-	line := 0
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		n := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
-		if n > 0 {
-			line, _ = strconv.Atoi(rest[:n])
-			msg = strings.TrimPrefix(rest[n:], ": ")
-		}
-	}
-	if rest, ok := strings.CutPrefix(strings.TrimPrefix(msg, " "), "(last key "); ok {
-		if key, after, ok := strings.Cut(rest, "): "); ok {
-			if k, err := strconv.Unquote(key); err == nil {
-				key = k
-			}
-			if got, want, ok := typeError(after); ok {
-				return mismatch(file, data, line, key, got, want)
-			}
-			msg = key + ": " + after
-		}
-	}
-	return &Error{File: file, Line: line, Msg: tidy(msg)}
-}
-
-// typeError reads BurntSushi's two wordings of a value of the wrong type:
-// "incompatible types: TOML value has type GOT; destination has type WANT"
-// and "type mismatch for T: expected table but found GOT".
-func typeError(msg string) (got, want string, ok bool) {
-	if rest, ok := strings.CutPrefix(msg, "incompatible types: TOML value has type "); ok {
-		got, want, ok = strings.Cut(rest, "; destination has type ")
-		return got, want, ok
-	}
-	if strings.HasPrefix(msg, "type mismatch for ") {
-		if _, rest, ok := strings.Cut(msg, ": expected "); ok {
-			want, got, ok = strings.Cut(rest, " but found ")
-			return got, want, ok
-		}
-	}
-	return "", "", false
+	return &Error{File: file, Msg: tidy(strings.TrimPrefix(err.Error(), "toml: "))}
 }
 
 // tidy makes a library message follow guard's rule: lower case start, no

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/BurntSushi/toml"
+	"github.com/pelletier/go-toml/v2"
 )
 
 // PinSHA256 returns data with sha256 = "SUM" set in the [[models]] block
@@ -60,8 +60,8 @@ type pinDoc struct {
 // modelIndex returns the position of the one model whose file is file.
 func modelIndex(data []byte, file string) (int, error) {
 	var doc pinDoc
-	if _, err := toml.Decode(string(data), &doc); err != nil {
-		return 0, decodeError("manifest", data, err)
+	if err := toml.Unmarshal(data, &doc); err != nil {
+		return 0, decodeError("manifest", err)
 	}
 	found := -1
 	for i, md := range doc.Models {
@@ -81,7 +81,7 @@ func modelIndex(data []byte, file string) (int, error) {
 
 func pinnedSum(data []byte, i int) string {
 	var doc pinDoc
-	if _, err := toml.Decode(string(data), &doc); err != nil || i >= len(doc.Models) {
+	if err := toml.Unmarshal(data, &doc); err != nil || i >= len(doc.Models) {
 		return ""
 	}
 	return doc.Models[i].SHA256

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/BurntSushi/toml"
+	"github.com/pelletier/go-toml/v2"
 )
 
 // SetShimDir returns data with the top-level shim_dir set to dir, which is
@@ -31,8 +31,8 @@ func SetShimDir(data []byte, dir string) ([]byte, error) {
 	var doc struct {
 		ShimDir string `toml:"shim_dir"`
 	}
-	if _, err := toml.Decode(string(out), &doc); err != nil {
-		return nil, fmt.Errorf("set shim_dir: %w", decodeError("manifest", out, err))
+	if err := toml.Unmarshal(out, &doc); err != nil {
+		return nil, fmt.Errorf("set shim_dir: %w", decodeError("manifest", err))
 	}
 	if doc.ShimDir != dir {
 		return nil, fmt.Errorf("set shim_dir: the edit did not take (shim_dir reads %q)", doc.ShimDir)

@@ -9,17 +9,16 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-
-	"github.com/BurntSushi/toml"
 )
 
 // checker collects every validation error of one manifest. The key index
 // that gives errors their lines is built on the first error only.
 type checker struct {
-	file string
-	data []byte
-	idx  *keyIndex
-	errs []*Error
+	file    string
+	data    []byte
+	idx     *keyIndex
+	errs    []*Error
+	unknown []tomlKey // keys the manifest does not have, in document order
 }
 
 func (c *checker) index() *keyIndex {
@@ -65,51 +64,20 @@ const (
 func isLlamaTool(name string) bool { return name == llamaCompletion || name == llamaSimple }
 
 // unknownKeys reports keys that match no field: usually a typo that would
-// otherwise be silently ignored. Keys under an unknown table are not
-// reported again.
-func (c *checker) unknownKeys(md toml.MetaData) {
-	undecoded := md.Undecoded()
-	if len(undecoded) == 0 {
-		return
-	}
+// otherwise be silently ignored. Keys under an unknown table were not
+// collected (decode).
+func (c *checker) unknownKeys() {
 	seen := make(map[string]int)
-	var reported []toml.Key
-	for _, k := range undecoded {
+	for _, k := range c.unknown {
 		ks := k.String()
 		n := seen[ks]
 		seen[ks] = n + 1
-		if underAny(k, reported) {
-			continue
-		}
-		reported = append(reported, k)
 		msg := "unknown key " + ks
 		if s := suggest(k); s != "" {
 			msg += " (did you mean " + s + "?)"
 		}
 		c.errs = append(c.errs, &Error{File: c.file, Line: c.index().nthLine(k, n), Msg: msg})
 	}
-}
-
-// underAny reports whether k lies strictly below one of parents.
-func underAny(k toml.Key, parents []toml.Key) bool {
-	for _, p := range parents {
-		if len(k) > len(p) && slicesEqual(k[:len(p)], p) {
-			return true
-		}
-	}
-	return false
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func (c *checker) check(m *Manifest) {
@@ -247,7 +215,7 @@ func (c *checker) tool(m *Manifest, t *Tool) {
 		}
 	}
 	if t.Build != "" && m.Builds[t.Build] == nil {
-		c.errorf(path("tools", t.Name, "build"), "no [builds.%s] in the manifest", toml.Key{t.Build})
+		c.errorf(path("tools", t.Name, "build"), "no [builds.%s] in the manifest", tomlKey{t.Build})
 	}
 	if t.Package != "" && !isDebianPackage(t.Package) {
 		c.errorf(path("tools", t.Name, "package"), "%q is not a Debian package name (lower case letters, digits, +, - and .)", t.Package)
@@ -342,7 +310,7 @@ func (c *checker) swarm(m *Manifest) {
 	}
 	for name, d := range s.Timeouts {
 		if _, ok := s.Roles[name]; !ok {
-			c.errorf(path("swarm", "timeouts", name), "no swarm role %s in swarm.roles", toml.Key{name})
+			c.errorf(path("swarm", "timeouts", name), "no swarm role %s in swarm.roles", tomlKey{name})
 		}
 		if d < 0 {
 			c.durationError(path("swarm", "timeouts", name), d)
@@ -476,7 +444,7 @@ func isSHA256(s string) bool {
 
 // suggest returns the known key closest to the unknown last part of k, or
 // "" when none is close enough to be a likely typo.
-func suggest(k toml.Key) string {
+func suggest(k tomlKey) string {
 	best, bestDist := "", 3
 	for _, known := range knownKeys(k[:len(k)-1]) {
 		if d := editDistance(k[len(k)-1], known); d < bestDist {
@@ -488,7 +456,7 @@ func suggest(k toml.Key) string {
 
 // knownKeys lists the TOML keys of the table at parent, read from the
 // struct tags, or nil when parent is not a struct-backed table.
-func knownKeys(parent toml.Key) []string {
+func knownKeys(parent tomlKey) []string {
 	t := reflect.TypeFor[Manifest]()
 	for _, name := range parent {
 		t = elemType(t)

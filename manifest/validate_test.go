@@ -39,9 +39,9 @@ func TestParseErrors(t *testing.T) {
 		msg  string
 	}{
 		// TOML itself
-		{"syntax", "log = \"/x\"\na = \n", 2, `expected value but found '\n' instead`},
-		{"syntax at the end of a line", "log = \"/x\"\n[[models]\n", 2, `expected end of table array name delimiter ']', but got '\n' instead`},
-		{"duplicate key", "log = \"/x\"\n\nlog = \"/y\"\n", 3, "key 'log' has already been defined"},
+		{"syntax", "log = \"/x\"\na = \n", 2, "unexpected character U+000A at start of value"},
+		{"syntax at the end of a line", "log = \"/x\"\n[[models]\n", 2, "expected ']]' to close array table name"},
+		{"duplicate key", "log = \"/x\"\n\nlog = \"/y\"\n", 3, "key log is already defined"},
 		// a value of the wrong type: the same file:line, index and fix as
 		// every other error
 		{"type mismatch", oneModel + "[[models]]\nfile = \"b.gguf\"\nsize = \"big\"\n", 6,

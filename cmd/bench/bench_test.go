@@ -161,6 +161,8 @@ func TestFormat(t *testing.T) {
 			{Name: "guard-npx", Summary: sum(6), Goal: &Goal{Anchor: "zap-floor", Max: 1.25}},
 			{Name: "other", Skipped: "other is not installed\nsecond line", Goal: &Goal{Anchor: "zap-floor", Max: 2}},
 			{Name: "orphan", Summary: sum(1), Goal: &Goal{Anchor: "other", Max: 2}},
+			{Name: "lean", Summary: sum(4.4), Goal: &Goal{Anchor: "zap-floor", Max: 1.1, MaxRSS: 3 << 20}},
+			{Name: "fat", Summary: sum(4.4), Goal: &Goal{Anchor: "zap-floor", Max: 1.1, MaxRSS: 2 << 20}},
 		},
 		Notes: []string{"a note"},
 	}
@@ -175,6 +177,8 @@ guard-plain       4.20     4.70    5.20    2.10     2.0      50      4.20       
 guard-npx         6.00     6.50    7.00    3.00     2.0      50      6.00         1.50  MISS <= 1.25x zap-floor
 other                -        -       -       -       -       -         -            -  skipped: other is not installed
 orphan            1.00     1.50    2.00    0.50     2.0      50      1.00         0.25  - <= 2.00x other (not timed)
+lean              4.40     4.90    5.40    2.20     2.0      50      4.40         1.10  PASS <= 1.10x zap-floor, rss < 3 MB
+fat               4.40     4.90    5.40    2.20     2.0      50      4.40         1.10  MISS <= 1.10x zap-floor, rss < 2 MB
 a note
 `
 	if got := b.String(); got != want {
@@ -306,5 +310,26 @@ func TestUsage(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"-h"}, io.Discard, io.Discard); code != 0 {
 		t.Errorf("-h exited %d", code)
+	}
+}
+
+func TestSetEnv(t *testing.T) {
+	env := []string{"HOME=/h", "PATH=/a", "X=1"}
+	got := setEnv(env, "PATH=/b:/a")
+	if want := []string{"HOME=/h", "X=1", "PATH=/b:/a"}; !slices.Equal(got, want) {
+		t.Errorf("setEnv replaced: %q, want %q", got, want)
+	}
+	if got := setEnv(env, "NEW=2"); len(got) != 4 || got[3] != "NEW=2" {
+		t.Errorf("setEnv added: %q", got)
+	}
+	if env[1] != "PATH=/a" {
+		t.Error("setEnv changed its input")
+	}
+}
+
+func TestLastCause(t *testing.T) {
+	out := "go: example.com/x/cmd/x@latest: module example.com/x/cmd/x: reading https://registry.example/example.com/x/@v/list: 403 Forbidden\n\tserver response: not available.\n"
+	if got, want := lastCause(out), "the module proxy answered 403 Forbidden"; got != want {
+		t.Errorf("lastCause = %q, want %q", got, want)
 	}
 }

@@ -40,18 +40,24 @@ type Row struct {
 }
 
 // Goal is what a row must reach: its figure (the table's statistic) at
-// most Max times the Anchor row's.
+// most Max times the Anchor row's, and with MaxRSS its median maximum RSS
+// at most that many bytes.
 type Goal struct {
 	Anchor string
 	Max    float64
+	MaxRSS int64
 	What   string // how the goal reads in the report; "<= 1.10x zap-floor" when empty
 }
 
 func (g *Goal) String() string {
-	if g.What != "" {
-		return g.What
+	s := g.What
+	if s == "" {
+		s = fmt.Sprintf("<= %.2fx %s", g.Max, g.Anchor)
 	}
-	return fmt.Sprintf("<= %.2fx %s", g.Max, g.Anchor)
+	if g.MaxRSS > 0 {
+		s += fmt.Sprintf(", rss < %d MB", g.MaxRSS>>20)
+	}
+	return s
 }
 
 // Table is a set of rows sampled together: every round runs each row's
@@ -136,13 +142,17 @@ type Report struct {
 
 // Runner runs tables. One Runner builds each binary once for all its tables.
 type Runner struct {
-	Repo   string    // the module's root
-	Root   string    // a temp folder holding every sandbox; the caller removes it
-	Knobs  Knobs     // overrides from the flags (Unset keeps each table's defaults)
-	Guard  string    // a guard binary built elsewhere, timed instead of building one
-	Log    io.Writer // progress
-	binErr map[string]error
-	bins   map[string]string
+	Repo  string    // the module's root
+	Root  string    // a temp folder holding every sandbox; the caller removes it
+	Knobs Knobs     // overrides from the flags (Unset keeps each table's defaults)
+	Guard string    // a guard binary built elsewhere, timed instead of building one
+	Log   io.Writer // progress
+	// Managers lets the rows of other shim managers install a manager
+	// that is not on PATH into Root (npm install, go install): for the
+	// command line's -install-managers, never for tests.
+	Managers bool
+	binErr   map[string]error
+	bins     map[string]string
 }
 
 // Run sets up a sandbox for t, samples its rows and reports.
@@ -254,9 +264,9 @@ func (s *Sandbox) prepare(t *Table, r *Row, spawn string) (*liveRow, error) {
 	for _, a := range r.Argv {
 		lr.argv = append(lr.argv, s.Expand(a))
 	}
-	lr.env = append(lr.env, s.env...)
+	lr.env = s.env
 	for _, kv := range append(append([]string(nil), t.Env...), r.Env...) {
-		lr.env = append(lr.env, s.Expand(kv))
+		lr.env = setEnv(lr.env, s.Expand(kv))
 	}
 	path, err := s.LookPath(lr.argv[0])
 	if err != nil {
@@ -272,6 +282,20 @@ func (s *Sandbox) prepare(t *Table, r *Row, spawn string) (*liveRow, error) {
 		return nil, err
 	}
 	return lr, nil
+}
+
+// setEnv is env with kv (KEY=VALUE) in place of KEY's entry, or added: a
+// duplicated key would be read as its first entry by some programs and as
+// its last by others.
+func setEnv(env []string, kv string) []string {
+	key, _, _ := strings.Cut(kv, "=")
+	out := make([]string, 0, len(env)+1)
+	for _, e := range env {
+		if k, _, _ := strings.Cut(e, "="); k != key {
+			out = append(out, e)
+		}
+	}
+	return append(out, kv)
 }
 
 // count is "1 sample", "3 samples".

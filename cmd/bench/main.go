@@ -2,12 +2,12 @@
 // benchmark of guard as a table of rows timed side by side, and the
 // generator of docs/BENCHMARKS.md. Run it from inside the repository:
 //
-//	go run ./cmd/bench shim       # start-up: guard against a direct exec, a bash shim, Go floor shims
+//	go run ./cmd/bench shim       # start-up: guard against a direct exec, a bash shim, Go floor shims, other managers; and as guard's files grow
 //	go run ./cmd/bench download   # guard's model download against curl over loopback
 //	go run ./cmd/bench output     # a tool printing -size MB to a pipe through guard against a bash shim
 //	go run ./cmd/bench rebuild    # a cold rebuild of the CMake fixture through guard against bare cmake
 //	go run ./cmd/bench prewarm    # a fresh shell to its first llama answer, with and without install --prewarm
-//	go run ./cmd/bench all -o docs/BENCHMARKS.md   # every table and Go benchmark, into the document
+//	go run ./cmd/bench all -install-managers -o docs/BENCHMARKS.md   # every table and Go benchmark, into the document
 //
 // A row is one command (Row); a table (Table) samples its rows interleaved:
 // in each round every row runs, in a new random order, its warm-up and its
@@ -34,7 +34,11 @@
 // Knobs (after the command): -runs, -rounds, -warmup (each table has its
 // defaults), -stat median|mean|cpu (what ratios and goals compare), -keep
 // (keep the temp folder: sandboxes, binaries, each row's last stderr),
-// -guard FILE (time a guard built elsewhere), -size MB (download):
+// -guard FILE (time a guard built elsewhere: the shim table's scaling rows
+// with an older build show what a change did), -size MB (download, output),
+// -install-managers (shim: install the other shim managers that are not on
+// PATH into the temp folder, mise with npm, asdf and aqua-proxy with go
+// install; tests never do):
 //
 //	go run ./cmd/bench shim -runs 40 -rounds 10 -stat cpu -keep
 //
@@ -69,14 +73,24 @@ func main() {
 }
 
 // tables are every table, by subcommand.
+// A sizeMB of -1 takes each table's own: the download's model 256 MB, the
+// output table's 200 MB (issue 14's figure).
 func tables(sizeMB int) []*Table {
-	return []*Table{shimTable(), downloadTable(sizeMB), outputTable(sizeMB), rebuildTable(), prewarmTable()}
+	return []*Table{shimTable(FullScale), downloadTable(sizeOr(sizeMB, 256)), outputTable(sizeOr(sizeMB, 200)), rebuildTable(), prewarmTable()}
+}
+
+func sizeOr(n, def int) int {
+	if n < 0 {
+		return def
+	}
+	return n
 }
 
 const usage = `usage: go run ./cmd/bench COMMAND [flags]
 
 commands:
-  shim       start-up of a call through guard against a direct exec and floor shims
+  shim       start-up of a call through guard against a direct exec, floor shims and other managers' shims,
+             and as the manifest, the prompt cache and the heal log grow
   download   guard's model download against curl over loopback
   output     a tool printing -size MB to a pipe through guard against a bash exec shim
   rebuild    a cold rebuild of the CMake fixture through guard against bare cmake
@@ -92,14 +106,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	knobs := Unset
-	fs.IntVar(&knobs.Runs, "runs", -1, "samples a row over all rounds (-1: the table's default: shim 120, download 5, rebuild 3, prewarm 3)")
+	fs.IntVar(&knobs.Runs, "runs", -1, "samples a row over all rounds (-1: the table's default: shim 300, output 10, download 5, rebuild 3, prewarm 3)")
 	fs.IntVar(&knobs.Rounds, "rounds", -1, "interleaved rounds, at most -runs (-1: the table's default)")
 	fs.IntVar(&knobs.Warmup, "warmup", -1, "untimed runs of a row before its samples in each round (-1: the table's default)")
 	fs.StringVar(&knobs.Stat, "stat", "", "what ratios and goals compare: "+strings.Join(Stats, ", ")+" (default median)")
 	keep := fs.Bool("keep", false, "keep the temp folder (sandboxes, binaries, each row's last stderr)")
 	guard := fs.String("guard", "", "time this guard binary instead of building one (built with other tags, say)")
-	sizeMB := fs.Int("size", 256, "download: the model's size in MB; output: what the tool prints, in MB")
+	sizeMB := fs.Int("size", -1, "download: the model's size in MB (default 256); output: what the tool prints, in MB (default 200)")
 	out := fs.String("o", "", "all: write into this file, keeping what is above its generated part (default: stdout)")
+	installManagers := fs.Bool("install-managers", false, "shim: install the other shim managers that are not on PATH into the temp folder (mise with npm, asdf and aqua-proxy with go install)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -123,7 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: unexpected argument %q (flags go after the command)\n", fs.Arg(0))
 		return 2
 	}
-	if *sizeMB < 1 {
+	if *sizeMB == 0 || *sizeMB < -1 {
 		fmt.Fprintf(stderr, "bench: -size %d: want at least 1 (MB)\n", *sizeMB)
 		return 2
 	}
@@ -172,7 +187,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			os.RemoveAll(root)
 		}
 	}()
-	rn := &Runner{Repo: repo, Root: root, Knobs: knobs, Guard: *guard, Log: stderr}
+	rn := &Runner{Repo: repo, Root: root, Knobs: knobs, Guard: *guard, Log: stderr, Managers: *installManagers}
 
 	if table == nil {
 		err = writeAll(ctx, stderr, sections(ctx, rn, all), *out, stdout)

@@ -86,7 +86,7 @@ func (rep *Report) Verdict(r Result) string {
 	switch {
 	case !ok:
 		return "- " + r.Goal.String() + " (not timed)"
-	case x <= r.Goal.Max:
+	case x <= r.Goal.Max && (r.Goal.MaxRSS == 0 || r.Summary.MaxRSS < r.Goal.MaxRSS):
 		return "PASS " + r.Goal.String()
 	}
 	return "MISS " + r.Goal.String()

@@ -183,10 +183,17 @@ func (s *Sandbox) Command(argv ...string) (*exec.Cmd, error) {
 }
 
 // Run runs a setup command and returns its stdout and stderr together.
-func (s *Sandbox) Run(argv ...string) (string, error) {
+func (s *Sandbox) Run(argv ...string) (string, error) { return s.RunEnv(nil, argv...) }
+
+// RunEnv is Run with env (KEY=VALUE, expanded) in place of the sandbox's
+// entries of those keys.
+func (s *Sandbox) RunEnv(env []string, argv ...string) (string, error) {
 	cmd, err := s.Command(argv...)
 	if err != nil {
 		return "", err
+	}
+	for _, kv := range env {
+		cmd.Env = setEnv(cmd.Env, s.Expand(kv))
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -17,37 +17,52 @@ const (
 
 // shimTable times what a call through guard costs before the real tool
 // starts, side by side with the cheapest ways to put a program in front of
-// another. Every real tool is one file (a copy of /bin/true, hard-linked
-// under each tool's name), so every row runs the same program and the
-// differences are the shims alone.
-func shimTable() *Table {
-	return &Table{
-		Name:    "shim",
-		Title:   "Shim start-up: guard against a direct exec and floor shims (goals: exec path <= 1.1x, supervised and cache hit <= 1.25x the zap floor)",
-		Anchors: []string{"direct", "zap-floor"},
-		Env:     []string{"SHIM_TARGET=$TOOLS/true"}, // the floors' target, resolved once so they time no PATH search
-		Knobs:   Knobs{Runs: 120, Rounds: 30, Warmup: 1, Stat: "median"},
-		Setup:   shimSetup,
-		Rows: []Row{
-			{Name: "direct", Argv: []string{"$TOOLS/true"}},
-			{Name: "bash-shim", Setup: bashShim, Argv: []string{"$TMP/bash-shim"}},
-			{Name: "minimal-go", Setup: build("./cmd/bench/floor/minimal"), Argv: []string{"$BUILT/minimal"}},
-			{Name: "zap-floor", Setup: build("./cmd/bench/floor/zap"), Argv: []string{"$BUILT/zap"}},
-			// A manifest tool with no policy: guard's pure exec path.
-			{Name: "guard-plain", Setup: probe("plain"), Argv: []string{"$SHIM_DIR/plain"}},
-			// The default npx policy (--yes inserted, prompts answered).
-			{Name: "guard-npx", Setup: probe("npx"), Argv: []string{"$SHIM_DIR/npx"}},
-			// A tool with a timeout: guard's supervised path.
-			{Name: "guard-slowtool", Setup: probe("slowtool"), Argv: []string{"$SHIM_DIR/slowtool"}},
-			// The llama shim answers a repeated call from the prompt cache
-			// without starting the tool.
-			{
-				Name:  "guard-cache-hit",
-				Setup: cacheHit,
-				Argv:  []string{"$SHIM_DIR/llama-completion", "-m", "$HOME/m.gguf", "-p", "hi", "-n", "4"},
-				Goal:  floorGoal("cache hit", supervisedGoal),
-			},
+// another and with other shim managers; then what guard's healthy paths
+// cost as the manifest, the prompt cache and the heal log grow (sc). Every
+// real tool is one file (a copy of /bin/true, hard-linked under each
+// tool's name), so every row runs the same program and the differences
+// are the shims alone.
+func shimTable(sc Scale) *Table {
+	rows := []Row{
+		{Name: "direct", Argv: []string{"$TOOLS/true"}},
+		{Name: "bash-shim", Setup: bashShim, Argv: []string{"$TMP/bash-shim"}},
+		{Name: "minimal-go", Setup: build("./cmd/bench/floor/minimal"), Argv: []string{"$BUILT/minimal"}},
+		{Name: "zap-floor", Setup: build("./cmd/bench/floor/zap"), Argv: []string{"$BUILT/zap"}},
+		// The zap floor plus urfave/cli, creack/pty and gofrs/flock: what
+		// the product owner's other libraries cost before main.
+		{Name: "deps-floor", Setup: build("./cmd/bench/floor/deps"), Argv: []string{"$BUILT/deps"}},
+		// The deps floor plus every other library guard links: what guard
+		// pays before main, none of its own code.
+		{Name: "libs-floor", Setup: build("./cmd/bench/floor/libs"), Argv: []string{"$BUILT/libs"}},
+		// The zap floor starting the tool as a child and waiting for it:
+		// what any supervising Go shim pays.
+		{Name: "supervise-floor", Setup: build("./cmd/bench/floor/supervise"), Argv: []string{"$BUILT/supervise"}},
+		// A manifest tool with no policy: guard's pure exec path.
+		{Name: "guard-plain", Setup: probe("plain"), Argv: []string{"$SHIM_DIR/plain"}},
+		// The default npx policy (--yes inserted, prompts answered).
+		{Name: "guard-npx", Setup: probe("npx"), Argv: []string{"$SHIM_DIR/npx"}},
+		// A tool with a timeout: guard's supervised path.
+		{Name: "guard-slowtool", Setup: probe("slowtool"), Argv: []string{"$SHIM_DIR/slowtool"}},
+		// The llama shim answers a repeated call from the prompt cache
+		// without starting the tool.
+		{
+			Name:  "guard-cache-hit",
+			Setup: cacheHit,
+			Argv:  []string{"$SHIM_DIR/llama-completion", "-m", "$HOME/m.gguf", "-p", "hi", "-n", "4"},
+			Goal:  floorGoal("cache hit", supervisedGoal),
 		},
+	}
+	rows = append(rows, managerRows()...)
+	rows = append(rows, scaleRows(sc)...)
+	return &Table{
+		Name: "shim",
+		Title: "Shim start-up: guard against a direct exec, floor shims and other managers' shims, and as the manifest, the prompt cache and the heal log grow " +
+			"(goals: exec path <= 1.1x, supervised and cache hit <= 1.25x the zap floor; 10,000 tools <= 1.15x one, guard status on a 100 MB log <= 1.5x a 1 KB one and under 50 MB, every other scaling row <= 1.1x its smallest case)",
+		Anchors: []string{"direct", "zap-floor", "deps-floor", "libs-floor"},
+		Env:     []string{"SHIM_TARGET=$TOOLS/true"}, // the floors' target, resolved once so they time no PATH search
+		Knobs:   Knobs{Runs: 300, Rounds: 30, Warmup: 1, Stat: "median"},
+		Setup:   shimSetup,
+		Rows:    rows,
 	}
 }
 
@@ -137,7 +152,7 @@ func cacheHit(s *Sandbox, r *Row) error {
 	if err := s.Guard(); err != nil {
 		return err
 	}
-	if err := s.WriteFile("$HOME/llama.cpp/build/bin/llama-completion", "#!/bin/sh\necho \"a cached answer\"\n", 0o755); err != nil {
+	if err := s.WriteFile("$HOME/llama.cpp/build/bin/llama-completion", "#!/bin/sh\nprintf 'a cached answer\\n\\n'\n", 0o755); err != nil {
 		return err
 	}
 	if err := s.WriteFile("$HOME/m.gguf", "GGUF\x03\x00\x00\x00", 0o644); err != nil {

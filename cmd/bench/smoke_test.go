@@ -27,7 +27,8 @@ func TestShimSmoke(t *testing.T) {
 	home, _ := os.UserHomeDir()
 	var log bytes.Buffer
 	rn := &Runner{Repo: repo, Root: t.TempDir(), Knobs: Knobs{Runs: 1, Rounds: 1, Warmup: 0}, Log: &log}
-	rep, err := rn.Run(context.Background(), shimTable())
+	table := shimTable(Scale{Tools: []int{1, 300}, Models: []int{1, 5}, Entries: []int{0, 30}, LogBytes: []int64{1 << 10, 6 << 20}})
+	rep, err := rn.Run(context.Background(), table)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
@@ -36,11 +37,14 @@ func TestShimSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", out.String())
-	if len(rep.Results) != len(shimTable().Rows) {
-		t.Fatalf("%d results for %d rows", len(rep.Results), len(shimTable().Rows))
+	if len(rep.Results) != len(table.Rows) {
+		t.Fatalf("%d results for %d rows", len(rep.Results), len(table.Rows))
 	}
 	paths := map[string]string{"guard-plain": "exec", "guard-npx": "supervised", "guard-slowtool": "supervised", "guard-cache-hit": "cache hit"}
 	for _, r := range rep.Results {
+		if strings.HasSuffix(r.Name, "-shim") && r.Name != "bash-shim" && strings.Contains(r.Skipped, "is not installed") {
+			continue // another manager, not on this machine: tests never install one
+		}
 		if r.Skipped != "" || r.Summary.N != 1 || r.Summary.Median <= 0 || r.Summary.MaxRSS <= 0 {
 			t.Errorf("%s: skipped %q, %+v", r.Name, r.Skipped, r.Summary)
 		}

@@ -311,7 +311,7 @@ urls = [%q]`, badModelSize, srv.URL+path)))
 		// Fail open: guard cannot work, the tool runs unguarded with the
 		// default's forced flags, and only guard commands exit 125.
 		{name: "bad toml", setup: manifestText("[tools.npx\nargs = 1\n"), status: 0, stdout: "npx --yes cowsay\n",
-			stderr: `^guard: .*manifest\.toml:1: expected '\.' or ']' to end table name.*; running npx unguarded\nguard: fix the manifest \(guard manifest check\) or unset GUARD_MANIFEST\n$`},
+			stderr: `^guard: .*manifest\.toml:1: expected ']' to close table name.*; running npx unguarded\nguard: fix the manifest \(guard manifest check\) or unset GUARD_MANIFEST\n$`},
 		{name: "unknown key", setup: manifestText("[tools.jq]\ntimout = \"5s\"\n"), status: 0, stdout: "npx --yes cowsay\n",
 			stderr: `^guard: .*manifest\.toml:2: unknown key tools\.jq\.timout \(did you mean timeout\?\); running npx unguarded\n`},
 		{name: "unknown key, guard command", setup: func(t *testing.T, e *faultEnv) []string {

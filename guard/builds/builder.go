@@ -34,11 +34,11 @@ import (
 
 // Builder rebuilds binaries and installs packages for one guard call.
 type Builder struct {
-	StateDir    string              // locks/, stamps/ and builds/<name>.log below it
-	Log         func(heallog.Event) // heal events; nil drops them
-	Stderr      io.Writer           // progress and notices; nil discards
-	Packages    map[string]string   // command -> Debian package (manifest [packages])
-	HealTimeout time.Duration       // bound on a build or install, lock wait included; 0 = none
+	StateDir    string                      // locks/, stamps/ and builds/<name>.log below it
+	Log         func(heallog.Event)         // heal events; nil drops them
+	Stderr      io.Writer                   // progress and notices; nil discards
+	Package     func(command string) string // the Debian package of a command (manifest [packages]); nil or "": the command's name
+	HealTimeout time.Duration               // bound on a build or install, lock wait included; 0 = none
 	// ProgressEvery is how often a progress line is printed off a
 	// terminal; 0 is progress.DefaultEvery.
 	ProgressEvery time.Duration

@@ -43,7 +43,10 @@ func (b *Builder) EnsureCommands(ctx context.Context, tool string, cmds []string
 	var pkgs []string
 	seen := map[string]bool{}
 	for _, c := range missing {
-		p := b.Packages[c]
+		var p string
+		if b.Package != nil {
+			p = b.Package(c)
+		}
 		if p == "" {
 			p = c
 		}

@@ -79,7 +79,7 @@ func (f *fakeAPT) builder(t *testing.T, extraEnv ...string) (*builds.Builder, *g
 	b, stderr, evs := newBuilder(t, f.path)
 	b.Env = append(b.Env, "RECORD="+f.record, "STATE="+filepath.Dir(f.record), "BIN="+f.bin)
 	b.Env = append(b.Env, extraEnv...)
-	b.Packages = map[string]string{"fakecmd": "fakepkg"}
+	b.Package = func(c string) string { return map[string]string{"fakecmd": "fakepkg"}[c] }
 	return b, stderr, evs
 }
 
@@ -199,7 +199,7 @@ func TestEnsureCommandsFails(t *testing.T) {
 func TestEnsureCommandsNoAptGet(t *testing.T) {
 	defer builds.SetGeteuid(0)()
 	b, _, _ := newBuilder(t, t.TempDir())
-	b.Packages = map[string]string{"g++": "g++"}
+	b.Package = func(c string) string { return map[string]string{"g++": "g++"}[c] }
 	err := b.EnsureCommands(context.Background(), "x", []string{"cmake", "g++"})
 	if err == nil || !strings.Contains(err.Error(), "cannot install cmake g++: apt-get not found") {
 		t.Fatalf("got %v", err)

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/BurntSushi/toml"
+	"github.com/pelletier/go-toml/v2"
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/install"
@@ -295,7 +295,7 @@ func ManifestShow(e *guard.Engine, out io.Writer, asJSON bool) error {
 			return err
 		}
 		var doc map[string]any
-		if _, err := toml.Decode(text.String(), &doc); err != nil {
+		if err := toml.Unmarshal(text.Bytes(), &doc); err != nil {
 			return fmt.Errorf("manifest show: %w", err)
 		}
 		enc := json.NewEncoder(out)

@@ -55,7 +55,7 @@ func TestRepairMendsAnEmptyCopy(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(shims, install.GuardName), nil, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	done, err := install.Repair(shims, stateDir, "/proc/self/exe", nil)
+	done, err := install.Repair(shims, stateDir, "/proc/self/exe", nil, "")
 	if err != nil || strings.Join(done, ",") != install.GuardName {
 		t.Fatalf("Repair = %v, %v; want guard re-created", done, err)
 	}

@@ -7,29 +7,71 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/state"
 )
 
-// Repair is the per-call self-repair: one stat per expected link, a read
-// of guard's copy's ELF header (an empty or cut-off copy is as good as
-// gone), and only when something is gone, the fix. It returns the names it re-created. It
-// does nothing when guard was never installed here (no shim folder and no
-// install marker), so running a guard binary from a build folder does not
-// create a shim folder behind the user's back.
-func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
-	names := append([]string{GuardName}, tools...)
-	if len(missingShims(shimDir, names)) == 0 {
-		return nil, nil
+// Unchanged reports whether the shim folder is as the last full Repair
+// left it, whole: the same manifest generation (gen, "" for none: never
+// unchanged), and the folder and guard's copy in it with the same inode,
+// size and change times. It is what a call costs on a healthy folder, two
+// stats and a small read however many tools there are: removing or adding
+// a link changes the folder's times, and a copy cut short changes its own.
+func Unchanged(shimDir, stateDir, gen string) bool {
+	now, ok := shimsState(shimDir, gen)
+	if !ok {
+		return false
 	}
+	stamp, err := state.ReadRegular(state.Layout{Dir: stateDir}.ShimsStamp(), 4096, true)
+	return err == nil && string(stamp) == now
+}
+
+// shimsState is the line the stamp holds; false when it cannot be made.
+func shimsState(shimDir, gen string) (string, bool) {
+	var d, c syscall.Stat_t
+	if gen == "" || syscall.Stat(shimDir, &d) != nil || syscall.Stat(filepath.Join(shimDir, GuardName), &c) != nil {
+		return "", false
+	}
+	return fmt.Sprintf("v1 %s %q dir %d:%d:%d.%d:%d.%d copy %d:%d:%d:%d.%d:%d.%d\n", gen, shimDir,
+		d.Dev, d.Ino, d.Mtim.Sec, d.Mtim.Nsec, d.Ctim.Sec, d.Ctim.Nsec,
+		c.Dev, c.Ino, c.Size, c.Mtim.Sec, c.Mtim.Nsec, c.Ctim.Sec, c.Ctim.Nsec), true
+}
+
+// stamp records now (a shimsState taken before the check that found the
+// folder whole: whatever changed after it shows), best effort.
+func stamp(stateDir, now string) {
+	file := state.Layout{Dir: stateDir}.ShimsStamp()
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err == nil {
+		_ = state.Replace(file, []byte(now), 0o600)
+	}
+}
+
+// Repair is the full check of the shim folder: one stat per expected link,
+// a read of guard's copy's ELF header (an empty or cut-off copy is as good
+// as gone), and only when something is gone, the fix. It returns the names
+// it re-created. A folder it found whole is stamped for Unchanged (gen is
+// the manifest's generation). It does nothing when guard was never
+// installed here (no shim folder and no install marker), so running a
+// guard binary from a build folder does not create a shim folder behind
+// the user's back.
+func Repair(shimDir, stateDir, self string, tools []string, gen string) ([]string, error) {
 	if _, err := os.Stat(shimDir); errors.Is(err, fs.ErrNotExist) {
 		// The marker names the folder install put guard in: a call that
 		// was told another folder must not build a second one.
 		if installed, _ := Recorded(stateDir); installed != shimDir {
 			return nil, nil
 		}
+	}
+	names := append([]string{GuardName}, tools...)
+	now, ok := shimsState(shimDir, gen)
+	if len(missingShims(shimDir, names)) == 0 {
+		if ok {
+			stamp(stateDir, now)
+		}
+		return nil, nil
 	}
 	// Twenty agent calls after an eviction would each mend the folder (and
 	// log it) without the lock; with it the first mends and the others find
@@ -41,9 +83,6 @@ func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
 		defer held.Release()
 	}
 	missing := missingShims(shimDir, names)
-	if len(missing) == 0 {
-		return nil, nil
-	}
 	if err := os.MkdirAll(shimDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -70,6 +109,9 @@ func Repair(shimDir, stateDir, self string, tools []string) ([]string, error) {
 			return done, err
 		}
 		done = append(done, name)
+	}
+	if now, ok := shimsState(shimDir, gen); ok && len(missingShims(shimDir, names)) == 0 {
+		stamp(stateDir, now)
 	}
 	return done, nil
 }

@@ -4,4 +4,4 @@ package runner
 
 // waitSyscalls is empty where guard has no system call table: the kernel
 // cannot be asked, and the prompt watchdog goes by the text alone.
-var waitSyscalls map[int]waitKind
+var waitSyscalls []sysWait

@@ -141,7 +141,7 @@ func parseSyscall(b []byte) (nr int, args [6]uint64) {
 		return -1, args // running, or not in a system call
 	}
 	nr, err := strconv.Atoi(f[0])
-	if _, waits := waitSyscalls[nr]; err != nil || !waits {
+	if _, waits := waitSyscall(nr); err != nil || !waits {
 		return -1, args
 	}
 	for i := range args {
@@ -154,11 +154,29 @@ func parseSyscall(b []byte) (nr int, args [6]uint64) {
 	return nr, args
 }
 
+// sysWait is one system call that waits on descriptors, by number: a
+// list the compiler lays out, so that no map is built when guard starts.
+type sysWait struct {
+	nr   int
+	kind waitKind
+}
+
+// waitSyscall returns how system call nr waits on descriptors; false when
+// it does not.
+func waitSyscall(nr int) (waitKind, bool) {
+	for _, w := range waitSyscalls {
+		if w.nr == nr {
+			return w.kind, true
+		}
+	}
+	return 0, false
+}
+
 // waitsOn reports whether system call nr, with args, of process pid waits
 // for input on in.
 func waitsOn(pid, nr int, args [6]uint64, in fileID) bool {
 	proc := "/proc/" + strconv.Itoa(pid) + "/"
-	switch waitSyscalls[nr] {
+	switch kind, _ := waitSyscall(nr); kind {
 	case waitRead:
 		return fdIs(proc, int64(args[0]), in)
 	case waitPoll:

@@ -216,9 +216,9 @@ func TestParseProcFiles(t *testing.T) {
 		return
 	}
 	var read int
-	for nr, kind := range waitSyscalls {
-		if kind == waitRead && (read == 0 || nr < read) {
-			read = nr // read itself has the lowest number of its kind
+	for _, w := range waitSyscalls {
+		if w.kind == waitRead && (read == 0 || w.nr < read) {
+			read = w.nr // read itself has the lowest number of its kind
 		}
 	}
 	line := fmt.Sprintf("%d 0x0 0x7ffd1000 0x1 0x0 0x0 0x0 0x7ffd0ff8 0x7f00deadbeef\n", read)

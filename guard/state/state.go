@@ -49,6 +49,11 @@ func (l Layout) HealLog() string { return filepath.Join(l.Dir, "selfheal.log") }
 // which llama budgets are learned.
 func (l Layout) Speeds() string { return filepath.Join(l.Dir, "speeds.json") }
 
-// DecodedManifest is the manifest decoded once and kept as JSON, so a shim
-// call does not decode TOML.
-func (l Layout) DecodedManifest() string { return filepath.Join(l.Dir, "manifest.json") }
+// DecodedManifest is the manifest decoded once and kept as an index of
+// JSON entries, so a shim call decodes no TOML and reads only the entries
+// it needs.
+func (l Layout) DecodedManifest() string { return filepath.Join(l.Dir, "manifest.decoded") }
+
+// ShimsStamp records the shim folder as the last full check of its links
+// left it, so a call checks every link only when something changed.
+func (l Layout) ShimsStamp() string { return filepath.Join(l.Dir, "shims.stamp") }

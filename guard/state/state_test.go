@@ -23,7 +23,8 @@ func TestLayout(t *testing.T) {
 		l.Failures():        "/s/failures",
 		l.Builds():          "/s/builds",
 		l.Installed():       "/s/installed",
-		l.DecodedManifest(): "/s/manifest.json",
+		l.DecodedManifest(): "/s/manifest.decoded",
+		l.ShimsStamp():      "/s/shims.stamp",
 		l.HealLog():         "/s/selfheal.log",
 		l.Speeds():          "/s/speeds.json",
 	} {

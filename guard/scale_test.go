@@ -1,0 +1,237 @@
+package guard
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
+	"github.com/sandbox-guard/guard/guard/heallog"
+)
+
+// scaleBed is a whole installed guard in a temp folder, called through
+// shim() as cmd/guard calls it (configuration, shim repair, call), with
+// exec faked and supervised runs real.
+type scaleBed struct {
+	t    *testing.T
+	w    World
+	dir  string
+	shim string
+}
+
+// newScaleBed writes manifest (with $HOME expanded), links every tool in
+// tools in the shim folder as install would, and puts guard's copy there
+// (an ELF file, /bin/true, as guard's own copy would be).
+func newScaleBed(t *testing.T, manifestTOML string, tools []string) *scaleBed {
+	t.Helper()
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	shimDir := filepath.Join(home, ".shim")
+	for _, d := range []string{home, shimDir, filepath.Join(dir, "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mf := filepath.Join(dir, "manifest.toml")
+	if err := os.WriteFile(mf, []byte(strings.ReplaceAll(manifestTOML, "$HOME", home)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Skip("no /bin/true to stand in for guard's copy:", err)
+	}
+	if err := os.WriteFile(filepath.Join(shimDir, "guard"), self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range tools {
+		if err := os.Symlink("guard", filepath.Join(shimDir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := World{
+		// guard's running executable as the kernel keeps it: a copy in the
+		// shim folder cut short must not be copied from itself.
+		Env: []string{
+			"HOME=" + home,
+			"PATH=" + shimDir + ":" + filepath.Join(dir, "bin"),
+			"GUARD_MANIFEST=" + mf,
+			"GUARD_SHIM_DIR=" + shimDir,
+			"GUARD_STATE_DIR=" + filepath.Join(dir, "state"),
+			"GUARD_LOG=" + filepath.Join(dir, "selfheal.log"),
+		},
+		Stdout: &strings.Builder{},
+		Stderr: &strings.Builder{},
+		Self:   "/bin/true",
+	}
+	return &scaleBed{t: t, w: w, dir: dir, shim: shimDir}
+}
+
+// call is one shim call; exec is recorded, not done.
+func (b *scaleBed) call(name string, args ...string) int {
+	execed := 0
+	status := shim(b.w, name, args, func(string, []string, []string) error { execed++; return nil })
+	if status != 0 {
+		b.t.Fatalf("%s %v: status %d; stderr %s", name, args, status, b.w.Stderr)
+	}
+	return execed
+}
+
+// allocs is what one healthy call allocates, after two calls that leave
+// guard's own files (decoded manifest, stamps, cache) as a call finds them.
+func (b *scaleBed) allocs(name string, args ...string) float64 {
+	b.call(name, args...)
+	b.call(name, args...)
+	return testing.AllocsPerRun(20, func() { b.call(name, args...) })
+}
+
+// manyTools is a manifest of n tools t0..tn-1 besides jq, and their names.
+func manyTools(n int) (string, []string) {
+	var m strings.Builder
+	names := []string{"jq"}
+	m.WriteString("[tools.jq]\nargs = [\"-M\"]\n")
+	for i := range n {
+		name := fmt.Sprintf("t%d", i)
+		names = append(names, name)
+		fmt.Fprintf(&m, "\n[tools.%s]\nargs = [\"--flag-%d\"]\nenv = { T%d = \"1\" }\n", name, i, i)
+	}
+	return m.String(), names
+}
+
+// A healthy call costs the same whatever else the manifest holds: it reads
+// the called tool's entry of the decoded manifest and the shim folder's
+// own state, never every tool's (README "What a call does"). Counted in
+// allocations, which, unlike time, do not move with a shared machine's
+// load: decoding every tool or joining every link's path shows in them.
+func TestHealthyCallDoesNotGrowWithTools(t *testing.T) {
+	count := func(n int) float64 {
+		text, names := manyTools(n)
+		b := newScaleBed(t, text, names)
+		jq := filepath.Join(b.dir, "bin", "jq")
+		if err := os.WriteFile(jq, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if b.call("jq") != 1 {
+			t.Fatal("jq was not execed")
+		}
+		return b.allocs("jq")
+	}
+	one, many := count(1), count(10000)
+	t.Logf("allocations of a call: %.0f with 1 tool, %.0f with 10,000", one, many)
+	if many > one+2 {
+		t.Errorf("a healthy call with 10,000 tools allocates %.0f times, with 1 tool %.0f: it grows with the manifest", many, one)
+	}
+}
+
+// The same for a llama call answered from the prompt cache, with 1 model
+// declared and with 50.
+func TestCacheHitDoesNotGrowWithModels(t *testing.T) {
+	count := func(n int) float64 {
+		var m strings.Builder
+		m.WriteString("models_dir = \"$HOME/models\"\n\n[tools.llama-completion]\npath = \"$HOME/bin/llama-completion\"\n")
+		for i := range n {
+			fmt.Fprintf(&m, "\n[[models]]\nfile = \"m%d.gguf\"\nsize = 4096\nrole = \"r%d\"\nurls = [\"https://example.com/m%d.gguf\"]\n", i, i, i)
+		}
+		b := newScaleBed(t, m.String(), []string{"llama-completion"})
+		home := b.w.Getenv("HOME")
+		for path, body := range map[string]string{
+			"bin/llama-completion": "#!/bin/sh\nprintf 'an answer\\n\\n'\n",
+			"models/m0.gguf":       string(guardtest.GGUF(4096)),
+		} {
+			path = filepath.Join(home, path)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		model := filepath.Join(home, "models", "m0.gguf")
+		b.call("llama-completion", "-m", model, "-p", "hi", "-n", "4")
+		if got := b.w.Stdout.(*strings.Builder).String(); got != "an answer\n\n" {
+			t.Fatalf("first call printed %q", got)
+		}
+		return b.allocs("llama-completion", "-m", model, "-p", "hi", "-n", "4")
+	}
+	one, many := count(1), count(50)
+	t.Logf("allocations of a cache hit: %.0f with 1 model, %.0f with 50", one, many)
+	if many > one+2 {
+		t.Errorf("a cache hit with 50 models declared allocates %.0f times, with 1 model %.0f: it grows with the manifest", many, one)
+	}
+}
+
+// A call checks every link only when something says it must (the shim
+// folder's times, guard's copy's, the manifest's generation), and then
+// brings back what is gone, loudly logged, as before.
+func TestCallMendsShimsWhenSomethingChanged(t *testing.T) {
+	text, names := manyTools(3)
+	b := newScaleBed(t, text, names)
+	if err := os.WriteFile(filepath.Join(b.dir, "bin", "jq"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(b.shim, "guard")
+	whole, err := os.ReadFile(copyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.call("jq")
+	recreated := func() []string {
+		t.Helper()
+		events, err := heallog.Read(b.w.Getenv("GUARD_LOG"), 100, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ev := range events {
+			if ev.Event == "shim.recreate" {
+				got = append(got, ev.Tool)
+			}
+		}
+		os.Remove(b.w.Getenv("GUARD_LOG"))
+		return got
+	}
+	if got := recreated(); len(got) != 0 {
+		t.Fatalf("a whole folder was mended: %v", got)
+	}
+
+	// A link evicted: the folder's times moved.
+	os.Remove(filepath.Join(b.shim, "t1"))
+	b.call("jq")
+	if got := recreated(); len(got) != 1 || got[0] != "t1" {
+		t.Errorf("after an evicted link: recreated %v", got)
+	}
+
+	// guard's copy cut short in place: the folder's times did not move,
+	// the copy's did.
+	if err := os.Truncate(copyPath, 100); err != nil {
+		t.Fatal(err)
+	}
+	b.call("jq")
+	if got := recreated(); len(got) != 1 || got[0] != "guard" {
+		t.Errorf("after a cut copy: recreated %v", got)
+	}
+	if now, _ := os.ReadFile(copyPath); len(now) != len(whole) {
+		t.Errorf("copy is %d bytes after the mend, want %d", len(now), len(whole))
+	}
+
+	// A tool added to the manifest: linked by the next call.
+	mf := b.w.Getenv("GUARD_MANIFEST")
+	if err := os.WriteFile(mf, []byte(text+"\n[tools.added]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.call("jq")
+	if got := recreated(); len(got) != 1 || got[0] != "added" {
+		t.Errorf("after a tool was added: recreated %v", got)
+	}
+	if target, err := os.Readlink(filepath.Join(b.shim, "added")); err != nil || target != "guard" {
+		t.Errorf("link of the added tool: %q %v", target, err)
+	}
+
+	// And then nothing more to do.
+	b.call("jq")
+	if got := recreated(); len(got) != 0 {
+		t.Errorf("a whole folder was mended again: %v", got)
+	}
+}
