@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -92,6 +93,32 @@ func (sh *shellOnTerminal) expect(text string) {
 	}
 }
 
+// stopAtItsRead starts tool at the shell (a tool that prints "started",
+// then reads a line), stops it with Ctrl-Z once it sits in its read, and
+// waits for the shell's prompt.
+func (sh *shellOnTerminal) stopAtItsRead(tool string) {
+	sh.t.Helper()
+	sh.typ(tool + "\r")
+	sh.expect("started")
+	time.Sleep(200 * time.Millisecond) // the tool sits in its read
+	sh.typ("\x1a")                     // Ctrl-Z
+	sh.expect("Stopped")
+	sh.expect("READY$ ")
+}
+
+// resumeAndAnswer brings the stopped tool back with fg, answers its read
+// and checks what it printed and the status the shell saw.
+func (sh *shellOnTerminal) resumeAndAnswer(tool string, status int) {
+	sh.t.Helper()
+	sh.typ("fg\r")
+	sh.expect(tool)
+	sh.typ("hello\r")
+	sh.expect("got hello")
+	sh.expect("READY$ ")
+	sh.typ("echo status=$?\r")
+	sh.expect(fmt.Sprintf("status=%d", status))
+}
+
 // Ctrl-Z at a terminal: the tool stops, guard stops with it, the shell
 // gets its prompt back and lists the job; fg gives the tool the terminal
 // again and it goes on where it stopped. Both ways guard runs a tool at a
@@ -106,24 +133,11 @@ func TestCtrlZStopsWithTheShellsJob(t *testing.T) {
 			e.Tool("watched", script)
 			sh := startShell(t, e.Env)
 
-			sh.typ(tool + "\r")
-			sh.expect("started")
-			time.Sleep(200 * time.Millisecond) // the tool sits in its read
-			sh.typ("\x1a")                     // Ctrl-Z
-			sh.expect("Stopped")
-			sh.expect("READY$ ")
-
+			sh.stopAtItsRead(tool)
 			sh.typ("jobs\r")
 			sh.expect("Stopped")
 			sh.expect("READY$ ")
-
-			sh.typ("fg\r")
-			sh.expect(tool)
-			sh.typ("hello\r")
-			sh.expect("got hello")
-			sh.expect("READY$ ")
-			sh.typ("echo status=$?\r")
-			sh.expect("status=3")
+			sh.resumeAndAnswer(tool, 3)
 			sh.typ("exit\r")
 		})
 	}
@@ -135,19 +149,9 @@ func TestCtrlZPausesTheBudget(t *testing.T) {
 	e := newFaultEnv(t, "[tools.timed]\ntimeout = \"1s\"\n")
 	e.Tool("timed", "echo started\nread line\necho \"got $line\"\n")
 	sh := startShell(t, e.Env)
-	sh.typ("timed\r")
-	sh.expect("started")
-	sh.typ("\x1a")
-	sh.expect("Stopped")
-	sh.expect("READY$ ")
+	sh.stopAtItsRead("timed")
 	time.Sleep(1500 * time.Millisecond) // more than the whole budget
-	sh.typ("fg\r")
-	sh.expect("timed")
-	sh.typ("hello\r")
-	sh.expect("got hello")
-	sh.expect("READY$ ")
-	sh.typ("echo status=$?\r")
-	sh.expect("status=0")
+	sh.resumeAndAnswer("timed", 0)
 }
 
 // The same for a call with a fallback: the chain's cap is a budget too, and
@@ -160,17 +164,7 @@ func TestCtrlZPausesTheCapOfAChain(t *testing.T) {
 	e.Tool("timed", "echo started >&2\nread line\necho \"got $line\"\n")
 	e.Tool("other", "echo other ran\n")
 	sh := startShell(t, e.Env)
-	sh.typ("timed\r")
-	sh.expect("started")
-	sh.typ("\x1a")
-	sh.expect("Stopped")
-	sh.expect("READY$ ")
+	sh.stopAtItsRead("timed")
 	time.Sleep(1500 * time.Millisecond) // more than the whole cap
-	sh.typ("fg\r")
-	sh.expect("timed")
-	sh.typ("hello\r")
-	sh.expect("got hello")
-	sh.expect("READY$ ")
-	sh.typ("echo status=$?\r")
-	sh.expect("status=0")
+	sh.resumeAndAnswer("timed", 0)
 }
