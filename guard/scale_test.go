@@ -87,6 +87,16 @@ func (b *scaleBed) allocs(name string, args ...string) float64 {
 	return testing.AllocsPerRun(20, func() { b.call(name, args...) })
 }
 
+// grows says whether many, a call's allocations with a big manifest, grew
+// from one, the same call's with the smallest. The slack is 10% (at least
+// 2): the race detector makes sync.Pool drop items at random (fmt's and
+// zap's pools among them), which moves a count by a few either way, while
+// a call that decodes every entry or joins every link's path grows by one
+// or more allocations per entry: thousands here.
+func grows(one, many float64) bool {
+	return many > one+max(2, one/10)
+}
+
 // manyTools is a manifest of n tools t0..tn-1 besides jq, and their names.
 func manyTools(n int) (string, []string) {
 	var m strings.Builder
@@ -120,7 +130,7 @@ func TestHealthyCallDoesNotGrowWithTools(t *testing.T) {
 	}
 	one, many := count(1), count(10000)
 	t.Logf("allocations of a call: %.0f with 1 tool, %.0f with 10,000", one, many)
-	if many > one+2 {
+	if grows(one, many) {
 		t.Errorf("a healthy call with 10,000 tools allocates %.0f times, with 1 tool %.0f: it grows with the manifest", many, one)
 	}
 }
@@ -157,7 +167,7 @@ func TestCacheHitDoesNotGrowWithModels(t *testing.T) {
 	}
 	one, many := count(1), count(50)
 	t.Logf("allocations of a cache hit: %.0f with 1 model, %.0f with 50", one, many)
-	if many > one+2 {
+	if grows(one, many) {
 		t.Errorf("a cache hit with 50 models declared allocates %.0f times, with 1 model %.0f: it grows with the manifest", many, one)
 	}
 }
