@@ -109,7 +109,11 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 		if errors.Is(err, errWaiting) {
 			doing = errWaiting.Error()
 		}
-		return timedOut(ctx, name, start, limit, doing, kept)
+		te := timedOut(ctx, name, start, limit, doing, kept)
+		if se := (*fetch.StoppedError)(nil); errors.As(err, &se) {
+			te.LastFailure = se.Last.Error()
+		}
+		return te
 	}
 	return err
 }
@@ -178,10 +182,16 @@ type TimeoutError struct {
 	Limit string        // which limit ended it, for people
 	Doing string        // "downloading" or "waiting for another process's download"
 	Kept  int64         // bytes of the partial file kept; 0 = none
+	// LastFailure is the failed attempt the download was retrying after
+	// when the time ran out; "" when it was not retrying.
+	LastFailure string
 }
 
 func (e *TimeoutError) Error() string {
 	s := fmt.Sprintf("heal model %s: timed out after %s %s (%s)", e.Model, e.After.Round(100*time.Millisecond), e.Doing, e.Limit)
+	if e.LastFailure != "" {
+		s += "; it was retrying after: " + e.LastFailure
+	}
 	if e.Kept > 0 {
 		s += fmt.Sprintf("; the partial download (%s) is kept and the next call resumes it", describeSize(e.Kept))
 	}
@@ -190,7 +200,7 @@ func (e *TimeoutError) Error() string {
 
 func (e *TimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
-func timedOut(ctx context.Context, name string, start time.Time, limit time.Duration, doing string, kept int64) error {
+func timedOut(ctx context.Context, name string, start time.Time, limit time.Duration, doing string, kept int64) *TimeoutError {
 	which := "the call's time limit"
 	if errors.Is(context.Cause(ctx), errHealLimit) {
 		which = fmt.Sprintf("[budget] heal = %s", limit)

@@ -321,6 +321,36 @@ func TestWaitIsBounded(t *testing.T) {
 	}
 }
 
+// A heal whose time runs out while the download retries names the failure
+// it was retrying after, not only the timeout.
+func TestTimeoutWhileRetryingNamesTheFailure(t *testing.T) {
+	h, _, _ := healer(t)
+	h.HealTimeout = 300 * time.Millisecond
+	var gets atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			return // declares nothing
+		}
+		if gets.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		<-r.Context().Done() // the retry hangs until the heal's time is up
+	}))
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	m := &manifest.Model{File: "m.gguf", Size: 10, URLs: []string{srv.URL + "/m.gguf"}}
+	err := h.Ensure(context.Background(), "t", m, path, false)
+	t.Log(err)
+	var te *models.TimeoutError
+	if !errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want a *TimeoutError", err)
+	}
+	if !strings.Contains(err.Error(), "it was retrying after: ") || !strings.Contains(te.LastFailure, "503") {
+		t.Fatalf("err = %v, want it to name the 503 it was retrying after", err)
+	}
+}
+
 func TestCancelIsNotRemembered(t *testing.T) {
 	h, _, _ := healer(t)
 	data := guardtest.GGUF(400_000)

@@ -176,6 +176,13 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 		return err
 	}
 	failures := 0
+	var last error // the failure the current attempt is a retry of
+	stopped := func() error {
+		if last == nil {
+			return fmt.Errorf("%s: %w", raw, context.Cause(ctx))
+		}
+		return &StoppedError{URL: u.Redacted(), Cause: context.Cause(ctx), Last: last}
+	}
 	for {
 		d.res.Attempts++
 		before := d.off
@@ -184,7 +191,7 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", raw, context.Cause(ctx))
+			return stopped()
 		}
 		wait, ok := d.retryWait(err, failures)
 		if !ok {
@@ -204,6 +211,7 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 		if d.r.OnRetry != nil {
 			d.r.OnRetry(raw, d.res.Attempts, err)
 		}
+		last = err
 		if wait > 0 {
 			if d.rep != nil {
 				d.rep.Wait(fmt.Sprintf("retrying in %s", wait.Round(100*time.Millisecond)))
@@ -212,12 +220,29 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return fmt.Errorf("%s: %w", raw, context.Cause(ctx))
+				return stopped()
 			case <-t.C:
 			}
 		}
 	}
 }
+
+// StoppedError is a download its context stopped while it was retrying
+// (during the back-off or the next attempt): the time ran out, and Last is
+// the failure guard was retrying after, which is what the user needs to
+// know. It matches its Cause (the context's), so a deadline still reads as
+// one.
+type StoppedError struct {
+	URL   string // redacted
+	Cause error  // context.Cause of the stop
+	Last  error  // the failed attempt before the stop
+}
+
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("%s: %v, retrying after: %v", e.URL, e.Cause, e.Last)
+}
+
+func (e *StoppedError) Unwrap() error { return e.Cause }
 
 // retryWait says whether err is worth another attempt on the same URL and
 // how long to wait first: the server's Retry-After if it gave one, else a

@@ -732,6 +732,27 @@ func TestContextCancelled(t *testing.T) {
 	}
 }
 
+// A download stopped while it waits to retry says what it was retrying
+// after: "context deadline exceeded" alone would hide the real failure.
+func TestStoppedWhileRetryingNamesTheFailure(t *testing.T) {
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	r := request(t, srv.URL)
+	r.Backoff = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.OnRetry = func(string, int, error) { cancel() }
+	_, err := fetch.Fetch(ctx, r)
+	var stopped *fetch.StoppedError
+	if !errors.As(err, &stopped) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want a *StoppedError matching context.Canceled", err)
+	}
+	if !strings.Contains(stopped.Last.Error(), "503") || !strings.Contains(err.Error(), "retrying after") {
+		t.Fatalf("err = %v, want it to name the 503 it was retrying after", err)
+	}
+}
+
 func TestRetryAfterPastDeadline(t *testing.T) {
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
 		w.Header().Set("Retry-After", "3600")
