@@ -52,7 +52,7 @@ func Load(path, home string) (*Manifest, error) {
 	if path == "" {
 		path = UserPath(home)
 	}
-	data, err := state.ReadRegular(path, MaxBytes, false)
+	data, err := ReadFile(path)
 	if err != nil {
 		if !explicit && errors.Is(err, fs.ErrNotExist) {
 			return Parse(EmbeddedSource, defaultTOML, home)
@@ -60,6 +60,13 @@ func Load(path, home string) (*Manifest, error) {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
 	return Parse(path, data, home)
+}
+
+// ReadFile reads the manifest file at path the way every reader of it
+// must: a regular file (a link to one is fine) of at most MaxBytes, never
+// a FIFO or a device.
+func ReadFile(path string) ([]byte, error) {
+	return state.ReadRegular(path, MaxBytes, false)
 }
 
 // Parse decodes a manifest read from source (a file name for messages),

@@ -305,7 +305,7 @@ func ManifestShow(e *guard.Engine, out io.Writer, asJSON bool) error {
 	data := manifest.DefaultTOML()
 	if c.M.Source != manifest.EmbeddedSource {
 		var err error
-		if data, err = os.ReadFile(c.M.Source); err != nil {
+		if data, err = manifest.ReadFile(c.M.Source); err != nil {
 			return fmt.Errorf("read manifest: %w", err)
 		}
 		if _, err := manifest.Parse(c.M.Source, data, c.Home); err != nil {

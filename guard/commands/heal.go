@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -316,7 +315,7 @@ func printHeal(out io.Writer, r HealReport) {
 // downloading or hashing anything.
 func Pin(ctx context.Context, e *guard.Engine, out io.Writer, force, remote bool) error {
 	c := e.Config()
-	data, readErr := os.ReadFile(c.ManifestPath)
+	data, readErr := manifest.ReadFile(c.ManifestPath)
 	pinned := 0
 	var mismatches []error
 	for _, m := range c.M.Models {

@@ -176,9 +176,9 @@ func Where(path, fallback string) string {
 }
 
 // OpenFile opens path for appending the way state.OpenLog opens every log
-// (no symlink at the last element, nothing but a regular file, created
-// 0600, rotated to path+".1" past maxBytes). It refuses a file that another
-// user owns (a planted /tmp/selfheal.log).
+// (no symlink at the last element, nothing but a regular file of guard's
+// own user, created 0600, rotated to path+".1" past maxBytes), with the
+// heal log's own wording for what it refuses.
 func OpenFile(path string, maxBytes int64) (*os.File, error) {
 	f, err := state.OpenLog(path, maxBytes)
 	if err != nil {
@@ -189,16 +189,10 @@ func OpenFile(path string, maxBytes int64) (*os.File, error) {
 			// ENXIO: a FIFO nobody reads, opened without blocking.
 			return nil, fmt.Errorf("heal log %s is not a regular file", path)
 		}
+		if errors.Is(err, state.ErrNotOwned) {
+			return nil, fmt.Errorf("heal log %s belongs to another user", path)
+		}
 		return nil, fmt.Errorf("open heal log: %w", err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("stat heal log: %w", err)
-	}
-	if !state.Owned(fi) {
-		f.Close()
-		return nil, fmt.Errorf("heal log %s belongs to another user", path)
 	}
 	return f, nil
 }

@@ -71,3 +71,46 @@ func TestFallbackWhenTheSharedLogIsNotOurs(t *testing.T) {
 		t.Errorf("Where for a free path = %s, want the path", got)
 	}
 }
+
+// A rotation that cannot happen (another user's selfheal.log.1 in a sticky
+// /tmp; here a folder in its place) must not let the log grow past its
+// cap: events go to the fallback, with the one warning.
+func TestUnrotatableLogFallsBack(t *testing.T) {
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "selfheal.log")
+	os.WriteFile(shared, []byte(strings.Repeat("x", 200)+"\n"), 0o600)
+	os.MkdirAll(filepath.Join(shared+".1", "inside"), 0o700)
+	fallback := filepath.Join(dir, "state", "selfheal.log")
+	var warn bytes.Buffer
+	l := heallog.New(shared, &warn)
+	l.MaxBytes, l.Fallback = 100, fallback
+	l.Write(heallog.Event{Event: "model.download", Result: "ok"})
+	l.Close()
+	if fi, _ := os.Stat(shared); fi.Size() != 201 {
+		t.Errorf("the log past its cap grew to %d bytes", fi.Size())
+	}
+	if recs, err := heallog.Read(fallback, 0, time.Time{}); err != nil || len(recs) != 1 {
+		t.Fatalf("fallback log holds %d events (%v), want 1", len(recs), err)
+	}
+	if !strings.Contains(warn.String(), "rotate") {
+		t.Errorf("warning %q, want one naming the failed rotation", warn.String())
+	}
+}
+
+// Another user's FILE.1 holds no event of guard's: guard status reads past
+// it, as if it were not there.
+func TestReadSkipsAnotherUsersRotation(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another user")
+	}
+	path := filepath.Join(t.TempDir(), "selfheal.log")
+	os.WriteFile(path, []byte(`{"level":"info","ts":"2026-01-02T00:00:00Z","event":"ours"}`+"\n"), 0o600)
+	os.WriteFile(path+".1", []byte(`{"level":"info","ts":"2026-01-01T00:00:00Z","event":"planted"}`+"\n"), 0o644)
+	if err := os.Chown(path+".1", 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := heallog.Read(path, 0, time.Time{})
+	if err != nil || len(recs) != 1 || recs[0].Event != "ours" {
+		t.Fatalf("Read = %+v (%v), want only guard's own event", recs, err)
+	}
+}

@@ -113,11 +113,10 @@ func Install(o Options) (*Report, error) {
 	if err != nil {
 		return r, err
 	}
-	if err := stampCopy(filepath.Join(o.ShimDir, GuardName)); err != nil {
-		return r, err
-	}
 	if copied {
 		r.did("copied guard to %s", filepath.Join(o.ShimDir, GuardName))
+	} else if err := stampCopy(filepath.Join(o.ShimDir, GuardName)); err != nil {
+		return r, err // a copy made by an older install may lack its stamp
 	}
 	_ = os.Remove(restoreFailed(o.StateDir))
 	for _, name := range o.Tools {
@@ -208,7 +207,7 @@ func manifestSteps(o Options, r *Report) error {
 	}
 	// Not recording it is no reason to stop: the shims work, and the
 	// person is told what to set instead.
-	data, err := os.ReadFile(o.ManifestPath)
+	data, err := manifest.ReadFile(o.ManifestPath)
 	if err == nil {
 		data, err = manifest.SetShimDir(data, o.RecordShimDir)
 	}
@@ -285,7 +284,7 @@ func Uninstall(o Options) (*Report, error) {
 	}
 	for _, e := range entries {
 		p := filepath.Join(o.ShimDir, e.Name())
-		if t, err := os.Readlink(p); err == nil && (t == GuardName || t == filepath.Join(o.ShimDir, GuardName)) {
+		if IsGuardLink(o.ShimDir, e.Name()) {
 			if err := os.Remove(p); err != nil {
 				return r, fmt.Errorf("remove link: %w", err)
 			}
@@ -401,6 +400,26 @@ func stampCopy(dst string) error {
 		}
 	}
 	return nil
+}
+
+// IsGuardLink reports whether dir/name is a link guard made: to its copy
+// in dir, relative (as install writes it) or absolute (as older installs
+// did).
+func IsGuardLink(dir, name string) bool {
+	t, err := os.Readlink(filepath.Join(dir, name))
+	return err == nil && (t == GuardName || t == filepath.Join(dir, GuardName))
+}
+
+// maxUserFile bounds what install reads of a file the person owns: a
+// shell rc file, a hook, the manifest is far smaller.
+const maxUserFile = 4 << 20
+
+// readUserFile reads a file the person owns (a shell rc file, a hook file,
+// the manifest), following a dotfiles manager's symlink, but never a FIFO
+// or a device (~/.bashrc -> /dev/zero): those would block the read or never
+// end it (state.ReadRegular).
+func readUserFile(path string) ([]byte, error) {
+	return state.ReadRegular(path, maxUserFile, false)
 }
 
 // writeUserFile writes a file the person owns (the manifest, a shell rc

@@ -161,3 +161,37 @@ func TestRecordedDoesNotWaitOnAFIFO(t *testing.T) {
 		}
 	})
 }
+
+// A ~/.bashrc that is a FIFO, or a link to /dev/zero, is refused with an
+// error naming it, at once: never waited on, read without end or replaced.
+func TestInstallRefusesAnRCFileThatIsNotAFile(t *testing.T) {
+	for _, plant := range []string{"fifo", "/dev/zero"} {
+		t.Run(strings.TrimPrefix(plant, "/dev/"), func(t *testing.T) {
+			home := t.TempDir()
+			rc := filepath.Join(home, ".bashrc")
+			if plant == "fifo" {
+				if err := syscall.Mkfifo(rc, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.Symlink(plant, rc); err != nil {
+				t.Fatal(err)
+			}
+			self := filepath.Join(t.TempDir(), "guard-build")
+			if err := os.WriteFile(self, []byte("guard"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			guardtest.Within(t, "install with a "+plant+" ~/.bashrc", func() {
+				_, err := install.Install(install.Options{
+					Home: home, ShimDir: filepath.Join(home, ".shim"), StateDir: filepath.Join(home, ".cache", "guard"),
+					Self: self, Tools: []string{"npx"},
+				})
+				if err == nil || !strings.Contains(err.Error(), ".bashrc") || !strings.Contains(err.Error(), "not a regular file") {
+					t.Errorf("err = %v, want one naming ~/.bashrc as not a regular file", err)
+				}
+			})
+			if fi, err := os.Lstat(rc); err != nil || fi.Mode().IsRegular() {
+				t.Errorf("~/.bashrc was replaced: %v %v", fi, err)
+			}
+		})
+	}
+}

@@ -153,7 +153,7 @@ func shellQuote(s string) string {
 // placeBlock puts block in the file at where, replacing any older guard
 // block (wherever it was); it reports whether the file changed.
 func placeBlock(path, block string, where place) (bool, error) {
-	old, err := os.ReadFile(path)
+	old, err := readUserFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -181,7 +181,7 @@ func placeBlock(path, block string, where place) (bool, error) {
 }
 
 func removeBlock(path string) (bool, error) {
-	old, err := os.ReadFile(path)
+	old, err := readUserFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -226,7 +226,7 @@ func cut(s string) (string, bool) {
 
 // writeHook writes one of guard's hook files when its text changed.
 func writeHook(path, text string) (bool, error) {
-	if old, err := os.ReadFile(path); err == nil && string(old) == text {
+	if old, err := readUserFile(path); err == nil && string(old) == text {
 		return false, nil
 	}
 	if err := writeUserFile(path, []byte(text), 0o644); err != nil {
@@ -238,7 +238,7 @@ func writeHook(path, text string) (bool, error) {
 // removeHook removes a hook file guard wrote (it starts with hookHeader);
 // a file of the same name the person wrote stays.
 func removeHook(path string) bool {
-	b, err := os.ReadFile(path)
+	b, err := readUserFile(path)
 	if err != nil || !strings.HasPrefix(string(b), hookHeader) {
 		return false
 	}

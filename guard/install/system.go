@@ -87,7 +87,7 @@ func uninstallSystem(o Options, r *Report) error {
 		}
 	}
 	p := filepath.Join(s.ProfileD, profileName)
-	if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), shellQuote(target)) && removeHook(p) {
+	if b, err := readUserFile(p); err == nil && strings.Contains(string(b), shellQuote(target)) && removeHook(p) {
 		r.did("removed %s", p)
 	}
 	return nil

@@ -10,10 +10,11 @@ import (
 
 // ErrNotRegular is the error for a FIFO, a device, a socket or a folder
 // where guard expects a file; ErrTooLarge for a file past its reader's
-// limit.
+// limit; ErrNotOwned for another user's file where guard keeps its own.
 var (
 	ErrNotRegular = errors.New("not a regular file")
 	ErrTooLarge   = errors.New("file too large")
+	ErrNotOwned   = errors.New("belongs to another user")
 )
 
 // OpenRegular opens path for reading only when it is a regular file. A FIFO

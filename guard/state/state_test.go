@@ -274,3 +274,67 @@ func TestOpenLogRotatesAndRefusesLinks(t *testing.T) {
 		t.Fatalf("OpenLog of a symlink: %v, want ELOOP", err)
 	}
 }
+
+// A ~/.bashrc that leads to a FIFO or a device is refused, not renamed
+// over: as root, replacing /dev/null's link target would replace the
+// device itself.
+func TestWriteAtomicRefusesWhatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "bashrc")
+	if err := os.Symlink(fifo, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, link} {
+		err := state.WriteAtomic(path, []byte("x"), 0o644)
+		if !errors.Is(err, state.ErrNotRegular) {
+			t.Errorf("WriteAtomic(%s): %v, want ErrNotRegular", path, err)
+		}
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("the FIFO was replaced: %v %v", fi, err)
+	}
+	noTemp(t, dir)
+}
+
+// A rotation that cannot happen (another user's .1 in a sticky /tmp; here
+// a folder in its place) is an error: appending on would let the log grow
+// past its cap.
+func TestOpenLogRotationFailureIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.log")
+	guardtest.WriteFile(t, path, strings.Repeat("a", 100), 0o600)
+	guardtest.WriteFile(t, filepath.Join(path+".1", "inside"), "x", 0o600)
+	if f, err := state.OpenLog(path, 50); err == nil {
+		f.Close()
+		t.Fatal("OpenLog appended to a log past its cap that it could not rotate")
+	}
+	if len(readFile(t, path)) != 100 {
+		t.Fatal("the log changed")
+	}
+}
+
+// Another user's file at a log's path (a planted /tmp/selfheal.log) is
+// refused, for every log guard keeps.
+func TestOpenLogRefusesAnotherUsersFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another user")
+	}
+	path := filepath.Join(t.TempDir(), "x.log")
+	guardtest.WriteFile(t, path, "theirs\n", 0o666)
+	if err := os.Chown(path, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := state.OpenLog(path, 0); !errors.Is(err, state.ErrNotOwned) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("OpenLog of another user's file: %v, want ErrNotOwned", err)
+	}
+	if readFile(t, path) != "theirs\n" {
+		t.Fatal("another user's log was written")
+	}
+}

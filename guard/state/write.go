@@ -31,14 +31,19 @@ const maxLinks = 40
 // it, its owner and group; mode applies to a new file only. A symlink at
 // path (a dotfiles manager's ~/.bashrc) stays a link: its final target is
 // replaced, next to that target, and a dangling link's target is created.
-// The folder must exist.
+// The folder must exist. What the path leads to and is not a regular file
+// (a ~/.bashrc linked to /dev/null or a FIFO) is refused (ErrNotRegular),
+// never replaced: renaming over it would replace the device itself.
 func WriteAtomic(path string, data []byte, mode os.FileMode) error {
 	target, err := finalTarget(path)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	a := attrs{mode: mode}
-	if fi, err := os.Lstat(target); err == nil && fi.Mode().IsRegular() {
+	if fi, err := os.Lstat(target); err == nil {
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("write %s: %w", path, &fs.PathError{Op: "replace", Path: target, Err: ErrNotRegular})
+		}
 		a.mode = fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			a.owner, a.uid, a.gid = true, int(st.Uid), int(st.Gid)
