@@ -22,14 +22,6 @@ func installed(c *guard.Config) bool {
 	return err == nil
 }
 
-// isGuardLink reports whether dir/name is a link guard made: to its copy
-// in dir, relative (as install writes it) or absolute (as older installs
-// did).
-func isGuardLink(dir, name string) bool {
-	t, err := os.Readlink(filepath.Join(dir, name))
-	return err == nil && (t == install.GuardName || t == filepath.Join(dir, install.GuardName))
-}
-
 // shimStates lists guard's copy, a link for each manifest tool, and the
 // links guard made for tools the manifest no longer has ("stale").
 func shimStates(c *guard.Config) []ShimState {
@@ -59,7 +51,7 @@ func shimState(dir, name string) ShimState {
 	if _, err := os.Stat(p); err != nil {
 		return ShimState{name, "dangling"}
 	}
-	if !isGuardLink(dir, name) {
+	if !install.IsGuardLink(dir, name) {
 		return ShimState{name, "not-guard"}
 	}
 	return ShimState{name, "ok"}
@@ -78,7 +70,7 @@ func staleLinks(c *guard.Config) []string {
 		if name == install.GuardName || c.M.Tools[name] != nil || e.Type()&fs.ModeSymlink == 0 {
 			continue
 		}
-		if isGuardLink(c.ShimDir, name) {
+		if install.IsGuardLink(c.ShimDir, name) {
 			out = append(out, name)
 		}
 	}

@@ -196,8 +196,6 @@ func modelState(e *guard.Engine, m *manifest.Model) ModelState {
 		}
 		st.Reason, st.Fix = what+", not a regular file; guard replaces only files it made", builds.QuoteArgv([]string{rm, path})
 	}
-	st.DeclaredTPS = m.Budget.TokensPerSecond
-	st.MeasuredTPS, st.SpeedSamples = e.Speeds().Measured(m.File)
 	return st
 }
 

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
-	"syscall"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // CopyProblem says what is wrong with guard's copy at path, or "" when it
@@ -16,15 +16,11 @@ import (
 // alone (a few hundred bytes): every segment and section they list must
 // lie within the file.
 func CopyProblem(path string) string {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, fi, err := state.OpenRegularStat(path, false)
 	if err != nil {
-		return "" // missing is the caller's case, not a broken copy
+		return "" // missing, or not a file: the caller's cases, not a broken copy
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return ""
-	}
 	switch {
 	case fi.Size() == 0:
 		return "empty (0 bytes)"

@@ -110,8 +110,9 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 			doing = errWaiting.Error()
 		}
 		te := timedOut(ctx, name, start, limit, doing, kept)
-		if se := (*fetch.StoppedError)(nil); errors.As(err, &se) {
-			te.LastFailure = se.Last.Error()
+		var stopped *fetch.StoppedError
+		if errors.As(err, &stopped) {
+			te.LastFailure = stopped.Last.Error()
 		}
 		return te
 	}
