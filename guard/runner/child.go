@@ -39,7 +39,6 @@ type child struct {
 	master   *os.File   // pty master; nil when piped
 	readers  []*os.File // guard's ends of the output pipes, or the master
 	readDone chan struct{}
-	nReaders int
 	winch    chan os.Signal
 	winchEnd chan struct{}
 
@@ -251,7 +250,7 @@ func (c *child) abortStart() {
 	for _, r := range c.readers {
 		_ = r.Close()
 	}
-	for range c.nReaders {
+	for range c.readers {
 		<-c.readDone
 	}
 }
@@ -304,7 +303,6 @@ func (c *child) suspended() <-chan struct{} {
 // process holds the terminal.
 func (c *child) startReader(r *os.File, dst sink) {
 	c.readers = append(c.readers, r)
-	c.nReaders++
 	go func() {
 		defer func() { c.readDone <- struct{}{} }()
 		buf := make([]byte, 32*1024)
@@ -407,7 +405,7 @@ func (c *child) release(drain time.Duration) {
 			c.input.shutdown(false)
 		}
 		t := time.NewTimer(drain)
-		left := c.nReaders
+		left := len(c.readers)
 	drained:
 		for left > 0 {
 			select {
