@@ -30,7 +30,7 @@ type child struct {
 	copy  *copier // guard's stdin into input
 	// stdin is the file the child reads as its stdin (guard's own, the
 	// answer pipe, the pty or /dev/null), for the kernel's word on whether
-	// the tool waits for input.
+	// the tool waits for input; zero when prompts are not watched.
 	stdin fileID
 
 	ttyFD int // terminal handed to the child as its foreground; -1 when none
@@ -150,7 +150,9 @@ func (c *child) startPiped(s Spec, w *watcher) error {
 		c.abortStart()
 		return err
 	}
-	c.stdin = idOf(f.std[0]) // /dev/null too: nothing ever blocks reading it
+	if s.Prompts != PromptsOff {
+		c.stdin = idOf(f.std[0]) // /dev/null too: nothing ever blocks reading it
+	}
 	// A background group reading the terminal is stopped by SIGTTIN, and
 	// keys (^C, ^Z) go to the foreground group: the child gets the terminal
 	// while it runs when it was handed guard's own.
@@ -192,7 +194,9 @@ func (c *child) startPTY(s Spec, w *watcher) error {
 	if sizeFrom != nil {
 		copySize(sizeFrom, master)
 	}
-	c.stdin = idOf(slave)
+	if s.Prompts != PromptsOff {
+		c.stdin = idOf(slave)
+	}
 	// A session of its own with the pty as its controlling terminal: that
 	// is its own process group too.
 	attr := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
