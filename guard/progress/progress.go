@@ -141,27 +141,28 @@ func (r *Reporter) loop(every time.Duration) {
 // "guard: downloading qwen.gguf  45% 210.0/484.2 MB 12.3 MB/s eta 22s".
 func (r *Reporter) Line() string {
 	r.mu.Lock()
-	done, base, status, total, start := r.done, r.base, r.status, r.total, r.start
-	if r.waiting != "" {
-		status = r.waiting
-	}
-	waiting := r.waiting != ""
+	done, base, status, total, start, waiting := r.done, r.base, r.status, r.total, r.start, r.waiting
 	r.mu.Unlock()
+	if waiting != "" {
+		status = waiting
+	}
 	elapsed := time.Since(start)
 	var b strings.Builder
 	fmt.Fprintf(&b, "guard: %s", r.label)
-	if total > 0 && waiting {
-		fmt.Fprintf(&b, " %3.0f%% %.1f/%.1f MB", float64(done)*100/float64(total), mb(done), mb(total))
-	} else if total > 0 {
+	if total > 0 {
+		// While waiting there is no bar, rate or ETA: only where it stands.
 		pct := float64(done) * 100 / float64(total)
-		rate := float64(done-base) / elapsed.Seconds()
-		if r.tty {
+		if r.tty && waiting == "" {
 			b.WriteString(" " + bar(pct, 20))
 		}
-		fmt.Fprintf(&b, " %3.0f%% %.1f/%.1f MB %.1f MB/s", pct, mb(done), mb(total), rate/1e6)
-		if rate > 0 && done < total {
-			eta := time.Duration(float64(total-done) / rate * float64(time.Second))
-			fmt.Fprintf(&b, " eta %s", eta.Round(time.Second))
+		fmt.Fprintf(&b, " %3.0f%% %.1f/%.1f MB", pct, mb(done), mb(total))
+		if waiting == "" {
+			rate := float64(done-base) / elapsed.Seconds()
+			fmt.Fprintf(&b, " %.1f MB/s", rate/1e6)
+			if rate > 0 && done < total {
+				eta := time.Duration(float64(total-done) / rate * float64(time.Second))
+				fmt.Fprintf(&b, " eta %s", eta.Round(time.Second))
+			}
 		}
 	} else {
 		fmt.Fprintf(&b, " (%s)", elapsed.Round(time.Second))

@@ -477,3 +477,29 @@ func TestStatsLinkIsNotFollowed(t *testing.T) {
 		t.Fatalf("Stats = %+v, %v; want the hit counted", st, err)
 	}
 }
+
+// Stats reads the counters file without replacing anything: a FIFO, a
+// folder or a link planted in its place holds no counters, so the figures
+// are zero (the next count replaces a FIFO or a link), never an error and
+// never a wait.
+func TestStatsOfPlantedCountersFileAreZero(t *testing.T) {
+	for name, plant := range map[string]func(string) error{
+		"fifo":   func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"folder": func(p string) error { return os.Mkdir(p, 0o700) },
+		"link":   func(p string) error { return os.Symlink(filepath.Join(filepath.Dir(p), "elsewhere"), p) },
+	} {
+		s, _ := newStore(t)
+		mustPut(t, s, keyOf("a"), []byte("x"))
+		stats := filepath.Join(s.Dir, "stats")
+		os.Remove(stats)
+		if err := plant(stats); err != nil {
+			t.Fatal(err)
+		}
+		guardtest.Within(t, "Stats with a planted "+name, func() {
+			st, err := s.Stats()
+			if err != nil || st.Entries != 1 || st.Hits != 0 || st.Misses != 0 || st.SavedSeconds != 0 {
+				t.Errorf("%s: Stats = %+v, %v; want the entry and zero counters", name, st, err)
+			}
+		})
+	}
+}

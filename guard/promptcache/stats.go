@@ -49,17 +49,21 @@ func (s *Store) Stats() (Stats, error) {
 
 // readCounters reads the counters under a shared lock, opening the file
 // read-only and creating nothing, so figures can be read from a cache that
-// is read-only or another user's. No counters file means zero counters.
+// is read-only or another user's. No counters file means zero counters, and
+// so does something else planted in its place (a FIFO, a folder, a link):
+// it holds no counters, and is neither followed nor waited on.
 func (s *Store) readCounters() (counters, error) {
 	path := filepath.Join(s.Dir, statsName)
-	fd, err := openRaw(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK)
-	if errors.Is(err, fs.ErrNotExist) {
+	f, err := state.OpenRegular(path, true)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, state.ErrNotRegular),
+		errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENXIO):
 		return counters{}, nil
-	}
-	if err != nil {
+	case err != nil:
 		return counters{}, err
 	}
-	defer syscall.Close(fd)
+	defer f.Close()
+	fd := int(f.Fd())
 	if err := syscall.Flock(fd, syscall.LOCK_SH); err != nil {
 		return counters{}, &fs.PathError{Op: "lock", Path: path, Err: err}
 	}

@@ -18,13 +18,12 @@ const CaptureMemory = 4 << 20
 // was opened, so nothing is left behind whatever happens to guard). The
 // zero value and nil are empty. Close it when done.
 type Output struct {
-	mem   []byte
-	file  *os.File // the spilled part
-	tail  []byte   // what came after a spill that failed: kept in memory
-	n     int64    // bytes written
-	dir   string   // where to spill; "" keeps only mem
-	drops bool     // bytes past mem were not kept (no dir)
-	end   []byte   // the last bytes written, at most endBytes
+	mem  []byte
+	file *os.File // the spilled part
+	tail []byte   // what came after a spill that failed: kept in memory
+	n    int64    // bytes written
+	dir  string   // where to spill; "" keeps only mem, and drops the rest
+	end  []byte   // the last bytes written, at most endBytes
 }
 
 // endBytes is how much of the output's end EndsWith can look at.
@@ -43,24 +42,18 @@ func newOutput(spillDir string) *Output { return &Output{dir: spillDir} }
 // Write keeps p. It never fails: output that cannot be spilled stays in
 // memory rather than being lost.
 func (o *Output) Write(p []byte) (int, error) {
-	o.keep(p)
-	return len(p), nil // all of p is kept, in memory or spilled: never a short write
-}
-
-func (o *Output) keep(p []byte) {
-	o.n += int64(len(p))
+	size := len(p)
+	o.n += int64(size)
 	o.keepEnd(p)
 	if room := CaptureMemory - len(o.mem); room > 0 {
 		k := min(room, len(p))
 		o.mem = append(o.mem, p[:k]...)
 		p = p[k:]
 	}
-	if len(p) == 0 {
-		return
-	}
 	switch {
-	case o.dir == "":
-		o.drops = true
+	case len(p) == 0 || o.dir == "":
+		// All of p fit in mem, or there is nowhere to spill the rest: it is
+		// only counted, and WriteTo says so.
 	case o.tail != nil:
 		o.tail = append(o.tail, p...)
 	default:
@@ -68,7 +61,7 @@ func (o *Output) keep(p []byte) {
 			f, err := spillFile(o.dir)
 			if err != nil {
 				o.tail = append(o.tail, p...)
-				return
+				break
 			}
 			o.file = f
 		}
@@ -76,6 +69,7 @@ func (o *Output) keep(p []byte) {
 			o.tail = append(o.tail, p[n:]...)
 		}
 	}
+	return size, nil // all of p is kept, in memory or spilled: never a short write
 }
 
 // spillFile creates an anonymous file below dir: created exclusively, mode
@@ -163,7 +157,7 @@ func (o *Output) WriteTo(w io.Writer) (int64, error) {
 	}
 	n, err = w.Write(o.tail)
 	total += int64(n)
-	if err == nil && o.drops {
+	if err == nil && o.dir == "" && o.n > int64(len(o.mem)) { // bytes past mem, nowhere to spill them
 		err = errDropped
 	}
 	return total, err

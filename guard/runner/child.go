@@ -30,7 +30,7 @@ type child struct {
 	copy  *copier // guard's stdin into input
 	// stdin is the file the child reads as its stdin (guard's own, the
 	// answer pipe, the pty or /dev/null), for the kernel's word on whether
-	// the tool waits for input.
+	// the tool waits for input; zero when prompts are not watched.
 	stdin fileID
 
 	ttyFD int // terminal handed to the child as its foreground; -1 when none
@@ -39,7 +39,6 @@ type child struct {
 	master   *os.File   // pty master; nil when piped
 	readers  []*os.File // guard's ends of the output pipes, or the master
 	readDone chan struct{}
-	nReaders int
 	winch    chan os.Signal
 	winchEnd chan struct{}
 
@@ -151,7 +150,9 @@ func (c *child) startPiped(s Spec, w *watcher) error {
 		c.abortStart()
 		return err
 	}
-	c.stdin = idOf(f.std[0]) // /dev/null too: nothing ever blocks reading it
+	if s.Prompts != PromptsOff {
+		c.stdin = idOf(f.std[0]) // /dev/null too: nothing ever blocks reading it
+	}
 	// A background group reading the terminal is stopped by SIGTTIN, and
 	// keys (^C, ^Z) go to the foreground group: the child gets the terminal
 	// while it runs when it was handed guard's own.
@@ -193,7 +194,9 @@ func (c *child) startPTY(s Spec, w *watcher) error {
 	if sizeFrom != nil {
 		copySize(sizeFrom, master)
 	}
-	c.stdin = idOf(slave)
+	if s.Prompts != PromptsOff {
+		c.stdin = idOf(slave)
+	}
 	// A session of its own with the pty as its controlling terminal: that
 	// is its own process group too.
 	attr := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -251,7 +254,7 @@ func (c *child) abortStart() {
 	for _, r := range c.readers {
 		_ = r.Close()
 	}
-	for range c.nReaders {
+	for range c.readers {
 		<-c.readDone
 	}
 }
@@ -304,7 +307,6 @@ func (c *child) suspended() <-chan struct{} {
 // process holds the terminal.
 func (c *child) startReader(r *os.File, dst sink) {
 	c.readers = append(c.readers, r)
-	c.nReaders++
 	go func() {
 		defer func() { c.readDone <- struct{}{} }()
 		buf := make([]byte, 32*1024)
@@ -407,7 +409,7 @@ func (c *child) release(drain time.Duration) {
 			c.input.shutdown(false)
 		}
 		t := time.NewTimer(drain)
-		left := c.nReaders
+		left := len(c.readers)
 	drained:
 		for left > 0 {
 			select {

@@ -64,9 +64,7 @@ func (m *outputMeter) stepAll(p []byte) bool {
 		if m.esc == escNone {
 			switch byteClasses[b] {
 			case textByte:
-				m.col++
-				if m.row == m.maxRow && m.col > m.maxCol {
-					m.maxCol = m.col
+				if m.text() {
 					progressed = true
 				}
 				continue
@@ -148,11 +146,18 @@ func (m *outputMeter) step(b byte) bool {
 	case b >= 0x80 && b < 0xc0:
 		// UTF-8 continuation byte: the lead byte already took the column
 	default:
-		m.col++
-		if m.row == m.maxRow && m.col > m.maxCol {
-			m.maxCol = m.col
-			return true
-		}
+		return m.text()
+	}
+	return false
+}
+
+// text takes one column for a character drawn at the cursor: progress when
+// it goes past the furthest column on the furthest line.
+func (m *outputMeter) text() bool {
+	m.col++
+	if m.row == m.maxRow && m.col > m.maxCol {
+		m.maxCol = m.col
+		return true
 	}
 	return false
 }

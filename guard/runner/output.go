@@ -142,9 +142,12 @@ func (w *watcher) promptIn(finished bool) (promptFound, bool) {
 			continue
 		}
 		tail := s.sinceAnswer()
-		text, kind := detectPrompt(tail)
+		var text string
+		var kind promptKind
 		if finished {
 			text, kind = classify(lastFinishedLine(tail))
+		} else {
+			text, kind = detectPrompt(tail)
 		}
 		if kind != noPrompt {
 			lines := -1

@@ -452,23 +452,48 @@ func TestQuietPromptLikeLineWithoutReadIsNotWaiting(t *testing.T) {
 	}
 }
 
-// A tool that reads its stdin with nothing shown (a filter waiting on a
-// slow pipe) is not at a question.
-func TestReadWithoutQuestionIsNotWaiting(t *testing.T) {
-	in, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		w.WriteString("late input\n")
-		w.Close()
-	}()
-	script := writeScript(t, `echo reading; read x; echo "got $x"`)
-	r := run(t, context.Background(), promptSpec(script, in, PromptsKill))
-	if r.Outcome != Exited || captured(r) != "reading\ngot late input\n" {
-		t.Fatalf("got %v prompt %q stdout %q", r.Outcome, r.Prompt, captured(r))
+// A tool that printed a finished line and then reads its stdin (a filter
+// waiting on a slow pipe) is not at a question while its input comes within
+// the finished-line grace (finishedQuiet quiet periods): the kernel cannot
+// tell it from a question printed with a newline, so input later than that
+// ends the run at the line, as README says.
+func TestInputWithinFinishedLineGraceIsNotQuestion(t *testing.T) {
+	s := promptSpec("", nil, PromptsKill)
+	grace := finishedQuiet * s.PromptQuiet
+	for _, tc := range []struct {
+		delay time.Duration
+		want  Outcome
+	}{
+		{grace / 2, Exited},
+		{3 * grace, PromptKilled},
+	} {
+		in, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrote := make(chan struct{})
+		go func() {
+			defer close(wrote)
+			time.Sleep(tc.delay)
+			w.WriteString("late input\n")
+			w.Close()
+		}()
+		s.Path = writeScript(t, `echo reading; read x; echo "got $x"`)
+		s.Stdin = in
+		r := run(t, context.Background(), s)
+		<-wrote
+		in.Close()
+		switch tc.want {
+		case Exited:
+			if r.Outcome != Exited || captured(r) != "reading\ngot late input\n" {
+				t.Fatalf("input after %v: got %v prompt %q stdout %q", tc.delay, r.Outcome, r.Prompt, captured(r))
+			}
+		case PromptKilled:
+			if r.Outcome != PromptKilled || r.Status() != 124 || r.Prompt != "reading" || captured(r) != "reading\n" {
+				t.Fatalf("input after %v: got %v status %d prompt %q stdout %q", tc.delay, r.Outcome, r.Status(), r.Prompt, captured(r))
+			}
+			requireGroupGone(t, r.Pid)
+		}
 	}
 }
 

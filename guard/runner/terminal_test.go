@@ -8,12 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // startOnTerminal starts a helper guard (mode) running script in a new
@@ -104,7 +105,7 @@ echo "size $(stty size)"
 echo ready
 while :; do sleep 0.05; done`)
 	cmd, master := startOnTerminal(t, "pty", script, pty.Winsize{Rows: 24, Cols: 80})
-	shown := &lockedBuffer{}
+	shown := &guardtest.Buffer{}
 	go func() { _, _ = io.Copy(shown, master) }()
 	waitShown(t, shown, "ready")
 	if !strings.Contains(shown.String(), "size 24 80") {
@@ -119,24 +120,7 @@ while :; do sleep 0.05; done`)
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func waitShown(t *testing.T, b *lockedBuffer, text string) {
+func waitShown(t *testing.T, b *guardtest.Buffer, text string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(b.String(), text) {
