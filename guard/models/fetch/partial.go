@@ -365,6 +365,11 @@ func WaitIdle(ctx context.Context, dest string, onWait func()) (waited bool, err
 		return false, nil // no partial (or none guard can use): nobody to wait for
 	}
 	defer f.Close()
+	// What openPartial would replace (a FIFO, another user's file, a file
+	// with other names) is no download of guard's, whoever locks it.
+	if fi, err := f.Stat(); err != nil || untrusted(fi) != "" {
+		return false, nil
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
