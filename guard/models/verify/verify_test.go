@@ -335,3 +335,47 @@ func FuzzHeader(f *testing.F) {
 		_ = verify.ErrorBody(b)
 	})
 }
+
+// Usable answers as Quick does, except that it does not read the stamp
+// of a file with no pin: a declared stamp's OK is Unverified, as healthy.
+func TestUsable(t *testing.T) {
+	dir := t.TempDir()
+	stamps := filepath.Join(dir, "stamps")
+	good := guardtest.GGUF(4096)
+	path := filepath.Join(dir, "m.gguf")
+	write(t, path, good)
+	declared := filepath.Join(dir, "declared.gguf")
+	write(t, declared, good)
+	if err := verify.WriteStamp(stamps, declared, guardtest.Sum(good), "https://huggingface.co/o/m/resolve/main/m.gguf"); err != nil {
+		t.Fatal(err)
+	}
+	pinned := filepath.Join(dir, "pinned.gguf")
+	write(t, pinned, good)
+	if err := verify.WriteStamp(stamps, pinned, guardtest.Sum(good), "manifest"); err != nil {
+		t.Fatal(err)
+	}
+	html := filepath.Join(dir, "html.gguf")
+	write(t, html, []byte("Entry not found"))
+	for _, tt := range []struct {
+		name        string
+		spec        verify.Spec
+		quick, want verify.Status
+	}{
+		{"missing", verify.Spec{Path: filepath.Join(dir, "nope.gguf"), Size: 4096}, verify.Missing, verify.Missing},
+		{"unpinned no stamp", verify.Spec{Path: path, Size: 4096}, verify.Unverified, verify.Unverified},
+		{"unpinned declared", verify.Spec{Path: declared, Size: 4096}, verify.OK, verify.Unverified},
+		{"pinned stamped", verify.Spec{Path: pinned, Size: 4096, SHA256: guardtest.Sum(good)}, verify.OK, verify.OK},
+		{"pinned other sum", verify.Spec{Path: pinned, Size: 4096, SHA256: pin}, verify.HashMismatch, verify.HashMismatch},
+		{"pinned no stamp", verify.Spec{Path: path, Size: 4096, SHA256: guardtest.Sum(good)}, verify.Stale, verify.Stale},
+		{"shorter", verify.Spec{Path: path, Size: 8192}, verify.Truncated, verify.Truncated},
+		{"not gguf", verify.Spec{Path: html}, verify.NotGGUF, verify.NotGGUF},
+		{"directory", verify.Spec{Path: dir}, verify.NotRegular, verify.NotRegular},
+	} {
+		if got := verify.Quick(tt.spec, stamps); got != tt.quick {
+			t.Errorf("%s: Quick = %s, want %s", tt.name, got, tt.quick)
+		}
+		if got := verify.Usable(tt.spec, stamps); got != tt.want {
+			t.Errorf("%s: Usable = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
