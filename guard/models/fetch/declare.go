@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandbox-guard/guard/manifest"
 )
 
 // Declared is what a server says of a file before sending it. Hugging
@@ -78,13 +80,8 @@ func Declare(ctx context.Context, client *http.Client, rawURL, token string) (De
 // anything else (a git blob's sha1, an opaque tag) is "".
 func etagSHA256(v string) string {
 	v = strings.Trim(strings.TrimPrefix(strings.TrimSpace(v), "W/"), `"`)
-	if len(v) != 64 {
+	if !manifest.IsSHA256(v) {
 		return ""
-	}
-	for _, c := range v {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return ""
-		}
 	}
 	return strings.ToLower(v)
 }
