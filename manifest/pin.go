@@ -12,7 +12,7 @@ import (
 // the block's size line), so the user's comments, order and layout stay as
 // they wrote them.
 func PinSHA256(data []byte, file, sum string) ([]byte, error) {
-	if !isSHA256(sum) {
+	if !IsSHA256(sum) {
 		return nil, fmt.Errorf("pin %s: sha256 must be 64 hex characters, got %q", file, sum)
 	}
 	sum = strings.ToLower(sum)

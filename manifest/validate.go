@@ -149,7 +149,7 @@ func (c *checker) self(s *Self) {
 	switch {
 	case s.SHA256 == "" && len(s.URLs) > 0:
 		c.errorf(path("self", "urls"), "needs sha256: the sha256 of the guard executable the URLs serve (sha256sum bin/guard)")
-	case s.SHA256 != "" && !isSHA256(s.SHA256):
+	case s.SHA256 != "" && !IsSHA256(s.SHA256):
 		c.errorf(path("self", "sha256"), "must be 64 hex characters: the sha256 of the guard executable the URLs serve")
 	default:
 		s.SHA256 = strings.ToLower(s.SHA256)
@@ -271,7 +271,7 @@ func (c *checker) model(m *Manifest, i int) {
 		c.errorf(modelPath(i, "size"), "must be the file's exact size in bytes, greater than zero")
 	}
 	if md.SHA256 != "" {
-		if !isSHA256(md.SHA256) {
+		if !IsSHA256(md.SHA256) {
 			c.errorf(modelPath(i, "sha256"), "must be 64 hex characters, or empty until `guard manifest pin` fills it")
 		} else {
 			md.SHA256 = strings.ToLower(md.SHA256)
@@ -429,7 +429,8 @@ func isEnvName(s string) bool {
 	return true
 }
 
-func isSHA256(s string) bool {
+// IsSHA256 reports whether s is a sha256 in hex: 64 hex digits, either case.
+func IsSHA256(s string) bool {
 	if len(s) != 64 {
 		return false
 	}

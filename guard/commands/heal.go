@@ -387,7 +387,9 @@ func unpinned(errs []error) error {
 func pinLocal(e *guard.Engine, out io.Writer, m *manifest.Model, force bool) (string, error) {
 	path := e.Config().M.ModelsPath(m.File)
 	st := e.Models().Check(m, path)
-	if st == verify.OK && !force {
+	// OK without a pin is a file checked against a declared sum: it still
+	// needs its pin written.
+	if st == verify.OK && m.SHA256 != "" && !force {
 		return strings.ToLower(m.SHA256), nil
 	}
 	if !st.Hashable() && st != verify.HashMismatch {

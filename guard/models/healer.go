@@ -1,6 +1,7 @@
 // Package models keeps the GGUF models a call needs present and intact.
 //
-// Check is the per-call fast path: verify.Quick, no lock, no hashing.
+// Check is the fast path: verify.Quick, no lock, no hashing; Usable is
+// the same for a caller that only asks whether the file is healthy.
 // Ensure is the slow path, taken only when Check finds something wrong: it
 // takes the model's lock (so twenty agent calls at once make one download),
 // checks again, hashes once if only the stamp is stale, and downloads at
@@ -67,11 +68,18 @@ func (h *Healer) Check(m *manifest.Model, path string) verify.Status {
 	return verify.Quick(spec(m, path), h.stampDir())
 }
 
+// Usable is Check for a caller that only asks Status.Healthy, such as a
+// call about to load the model: it does not tell OK from Unverified for a
+// model with no pin, so it reads no stamp for one (verify.Usable).
+func (h *Healer) Usable(m *manifest.Model, path string) verify.Status {
+	return verify.Usable(spec(m, path), h.stampDir())
+}
+
 // Ensure makes the file at path a good copy of m, or says why it cannot.
 // force ignores a remembered failure (`guard heal`). tool names the caller
 // in heal events.
 func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, path string, force bool) error {
-	switch st := h.Check(m, path); {
+	switch st := h.Usable(m, path); {
 	case st.Healthy():
 		return nil
 	case st == verify.NotRegular:
@@ -132,7 +140,7 @@ func (h *Healer) heal(ctx context.Context, tool string, m *manifest.Model, path,
 	name := filepath.Base(path)
 	for {
 		// Another process may have healed it while we waited.
-		st := h.Check(m, path)
+		st := h.Usable(m, path)
 		if st.Healthy() {
 			return nil
 		}

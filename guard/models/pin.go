@@ -56,13 +56,12 @@ func (h *Healer) Declared(ctx context.Context, m *manifest.Model) (fetch.Declare
 	var errs []error
 	for _, u := range m.URLs {
 		d, err := fetch.Declare(ctx, h.Client, u, h.Token)
-		switch {
-		case err != nil:
+		if err != nil {
 			errs = append(errs, err)
-		case d.Size > 0 && m.Size > 0 && d.Size != m.Size:
-			return d, &fetch.MismatchError{URL: d.URL, What: "size", Want: fmt.Sprint(m.Size), Got: fmt.Sprint(d.Size), Declared: "X-Linked-Size"}
-		case d.SHA256 != "":
-			return d, nil
+			continue
+		}
+		if err := d.Check(m.Size, ""); err != nil || d.SHA256 != "" {
+			return d, err
 		}
 	}
 	err := fmt.Errorf("no url of %s declares its sha256 (X-Linked-Etag); download it (`guard heal %s`), then `guard manifest pin` hashes it", m.File, m.File)

@@ -3,7 +3,6 @@ package models
 import (
 	"os"
 	"strings"
-	"time"
 
 	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/manifest"
@@ -17,15 +16,13 @@ type Seen struct {
 	// Ever says guard downloaded or hashed a file at this path: its stamp,
 	// a small file in the state folder, outlives the model's eviction.
 	Ever bool
-	Size int64     // the file's size then, in bytes
-	At   time.Time // when (zero for a stamp older than this record)
 	// DeclaredBy names who declared the sha256 the file was verified
 	// against: "manifest" for a pin, else the url whose X-Linked-Etag gave
 	// it; "" when it was not verified. It describes the file Check calls
 	// ok.
 	DeclaredBy string
 	// Partial is the bytes of a partial download waiting to be resumed: a
-	// missing model costs Size minus these.
+	// missing model costs its size minus these.
 	Partial int64
 }
 
@@ -33,7 +30,7 @@ type Seen struct {
 // stamp and stats one partial file: cheap enough for every status.
 func (h *Healer) Seen(m *manifest.Model, path string) Seen {
 	rec, ok := verify.Recorded(h.stampDir(), path)
-	s := Seen{Ever: ok, Size: rec.Size, At: rec.At, DeclaredBy: rec.DeclaredBy}
+	s := Seen{Ever: ok, DeclaredBy: rec.DeclaredBy}
 	if m.SHA256 != "" {
 		s.DeclaredBy = ""
 		if ok && rec.SHA256 == strings.ToLower(strings.TrimSpace(m.SHA256)) {

@@ -7,13 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/models/verify"
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 var errStalled = errors.New("stalled")
@@ -273,18 +272,14 @@ func (d *download) fromFile(u *url.URL) error {
 		return fmt.Errorf("%s: a file url must name a local path (file:///path)", u)
 	}
 	// Non-blocking: a FIFO at the mirror's path must not hang the call.
-	src, err := os.OpenFile(u.Path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
+	src, fi, err := state.OpenRegularStat(u.Path, false)
+	switch {
+	case errors.Is(err, state.ErrNotRegular):
+		return fmt.Errorf("mirror %s is not a regular file", u.Path)
+	case err != nil:
 		return fmt.Errorf("open mirror %s: %w", u.Path, err)
 	}
 	defer src.Close()
-	fi, err := src.Stat()
-	if err != nil {
-		return fmt.Errorf("open mirror %s: %w", u.Path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("mirror %s is not a regular file", u.Path)
-	}
 	if err := d.checkTotal(u.String(), fi.Size()); err != nil {
 		return d.errorPage(src, u.String(), err)
 	}

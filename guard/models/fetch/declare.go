@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandbox-guard/guard/manifest"
 )
 
 // Declared is what a server says of a file before sending it. Hugging
@@ -20,6 +22,20 @@ type Declared struct {
 	URL    string // the url asked
 	Size   int64  // X-Linked-Size; 0 = not declared
 	SHA256 string // X-Linked-Etag when it is a sha256 (lower-case hex); "" = not declared
+}
+
+// Check compares d with what the manifest says, size and sha256 (lower-case
+// hex), 0 and "" when it says nothing: a declaration that contradicts it
+// is a *MismatchError naming both, which the url's download could never
+// pass.
+func (d Declared) Check(size int64, sha256 string) error {
+	if d.Size > 0 && size > 0 && d.Size != size {
+		return &MismatchError{URL: d.URL, What: "size", Want: fmt.Sprint(size), Got: fmt.Sprint(d.Size), Declared: "X-Linked-Size"}
+	}
+	if d.SHA256 != "" && sha256 != "" && d.SHA256 != sha256 {
+		return &MismatchError{URL: d.URL, What: "sha256", Want: sha256, Got: d.SHA256, Declared: "X-Linked-Etag"}
+	}
+	return nil
 }
 
 // declareTimeout bounds the HEAD when the caller gives no deadline.
@@ -78,13 +94,8 @@ func Declare(ctx context.Context, client *http.Client, rawURL, token string) (De
 // anything else (a git blob's sha1, an opaque tag) is "".
 func etagSHA256(v string) string {
 	v = strings.Trim(strings.TrimPrefix(strings.TrimSpace(v), "W/"), `"`)
-	if len(v) != 64 {
+	if !manifest.IsSHA256(v) {
 		return ""
-	}
-	for _, c := range v {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return ""
-		}
 	}
 	return strings.ToLower(v)
 }
@@ -106,18 +117,12 @@ func (d *download) declared(ctx context.Context, raw string) error {
 		}
 		return nil // no answer to the HEAD: the GET will tell
 	}
-	src := redacted(raw)
-	if decl.Size > 0 && d.r.Size > 0 && decl.Size != d.r.Size {
-		return &MismatchError{URL: src, What: "size", Want: fmt.Sprint(d.r.Size), Got: fmt.Sprint(decl.Size), Declared: "X-Linked-Size"}
+	decl.URL = redacted(raw) // as the messages name it
+	if err := decl.Check(d.r.Size, d.want); err != nil {
+		return err
 	}
-	if decl.SHA256 == "" {
-		return nil
-	}
-	if d.want != "" && decl.SHA256 != d.want {
-		return &MismatchError{URL: src, What: "sha256", Want: d.want, Got: decl.SHA256, Declared: "X-Linked-Etag"}
-	}
-	if d.want == "" {
-		d.want, d.wantFrom = decl.SHA256, src
+	if d.want == "" && decl.SHA256 != "" {
+		d.want, d.wantFrom = decl.SHA256, decl.URL
 	}
 	return nil
 }

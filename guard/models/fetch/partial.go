@@ -115,7 +115,11 @@ func (d *download) adopt(n int64) error {
 		d.off += int64(k)
 	}
 	d.old = n
-	if b, err := readOwn(d.partial+".meta", maxMeta); err == nil {
+	// A sidecar someone else planted only names an If-Range validator:
+	// the server then resumes, as with no sidecar, or sends the whole
+	// file. So it is read as any small file of guard's, with no owner
+	// check.
+	if b, err := state.ReadRegular(d.partial+".meta", maxMeta, true); err == nil {
 		_ = json.Unmarshal(b, &d.meta) // a bad sidecar only costs the validator
 	}
 	return nil
@@ -179,7 +183,7 @@ func untrusted(fi os.FileInfo) string {
 		return ""
 	case st.Nlink > 1:
 		return "a file with other hard links"
-	case int(st.Uid) != os.Geteuid():
+	case !state.Owned(fi):
 		return fmt.Sprintf("another user's file (uid %d)", st.Uid)
 	}
 	return ""
@@ -188,25 +192,6 @@ func untrusted(fi os.FileInfo) string {
 // maxMeta bounds the sidecar guard reads back: it holds a URL and two
 // validators.
 const maxMeta = 16 << 10
-
-// readOwn reads a small file guard wrote itself: never through a symlink,
-// never blocking on a FIFO, only a plain file of this user's, at most max
-// bytes.
-func readOwn(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if why := untrusted(fi); why != "" {
-		return nil, fmt.Errorf("%s is %s", path, why)
-	}
-	return io.ReadAll(io.LimitReader(f, max))
-}
 
 // discard empties the partial file and forgets its validator.
 func (d *download) discard() error {
@@ -365,6 +350,11 @@ func WaitIdle(ctx context.Context, dest string, onWait func()) (waited bool, err
 		return false, nil // no partial (or none guard can use): nobody to wait for
 	}
 	defer f.Close()
+	// What openPartial would replace (a FIFO, another user's file, a file
+	// with other names) is no download of guard's, whoever locks it.
+	if fi, err := f.Stat(); err != nil || untrusted(fi) != "" {
+		return false, nil
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/sandbox-guard/guard/guard/state"
 )
@@ -19,8 +18,7 @@ type stamp struct {
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256"`
 	identity
-	At         time.Time `json:"at,omitzero"`           // when the file was hashed
-	DeclaredBy string    `json:"declared_by,omitempty"` // see Record
+	DeclaredBy string `json:"declared_by,omitempty"` // see Record
 }
 
 // Record is what guard remembers of a file it hashed at a path. A stamp is
@@ -29,8 +27,6 @@ type stamp struct {
 // "never fetched" (no record).
 type Record struct {
 	SHA256 string
-	Size   int64
-	At     time.Time // when it was hashed (zero in a stamp from before guard kept it)
 	// DeclaredBy says who declared the sha256 the file was checked
 	// against: "manifest" (a pin), a url (its X-Linked-Etag), or "" when
 	// the file was hashed but checked against nothing.
@@ -41,7 +37,7 @@ type Record struct {
 // there.
 func Recorded(stampDir, path string) (Record, bool) {
 	s, ok := readStamp(stampDir, path)
-	return Record{SHA256: s.SHA256, Size: s.Size, At: s.At, DeclaredBy: s.DeclaredBy}, ok
+	return Record{SHA256: s.SHA256, DeclaredBy: s.DeclaredBy}, ok
 }
 
 type identity struct {
@@ -108,7 +104,7 @@ func WriteStamp(stampDir, path, sum, declaredBy string) error {
 
 func writeStamp(stampDir, path, sum, declaredBy string, id identity) error {
 	abs, name := stampPath(stampDir, path)
-	b, err := json.Marshal(stamp{Path: abs, SHA256: normalSum(sum), identity: id, At: time.Now().UTC(), DeclaredBy: declaredBy})
+	b, err := json.Marshal(stamp{Path: abs, SHA256: normalSum(sum), identity: id, DeclaredBy: declaredBy})
 	if err != nil {
 		return fmt.Errorf("write stamp: %w", err)
 	}

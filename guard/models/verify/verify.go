@@ -49,7 +49,18 @@ type Spec struct {
 // anything else is Stale. A file with no pin is OK when a stamp of the
 // same file says its sum was checked against a declared one (the server's
 // X-Linked-Etag), else Unverified.
-func Quick(s Spec, stampDir string) Status {
+func Quick(s Spec, stampDir string) Status { return quick(s, stampDir, true) }
+
+// Usable is Quick for a caller that only asks Status.Healthy (a call about
+// to load the model): it answers as Quick does, except that a healthy file
+// with no pin is Unverified without its stamp being read, since OK and
+// Unverified are both healthy. Status and pin, which tell the two apart,
+// use Quick.
+func Usable(s Spec, stampDir string) Status { return quick(s, stampDir, false) }
+
+// quick is Quick; declared false skips the stamp of a file with no pin
+// (Usable).
+func quick(s Spec, stampDir string, declared bool) Status {
 	f, fi, err := open(s.Path)
 	if err != nil {
 		if errors.Is(err, state.ErrNotRegular) {
@@ -65,15 +76,18 @@ func Quick(s Spec, stampDir string) Status {
 		}
 		return st
 	}
-	rec, ok := readStamp(stampDir, s.Path)
 	if s.SHA256 == "" {
 		// No pin: the file is trusted as far as a declared sum it was
 		// checked against, while it stays the file it was.
-		if ok && rec.identity == id && rec.DeclaredBy != "" {
+		if !declared {
+			return Unverified
+		}
+		if rec, ok := readStamp(stampDir, s.Path); ok && rec.identity == id && rec.DeclaredBy != "" {
 			return OK
 		}
 		return Unverified
 	}
+	rec, ok := readStamp(stampDir, s.Path)
 	if !ok || rec.identity != id {
 		return Stale
 	}
