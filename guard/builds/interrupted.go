@@ -52,11 +52,10 @@ func writeMarker(path string) error {
 // .venv, sources and notes there are not the build's), the build products
 // modified at or after since. An output folder that is missing has nothing
 // to scrub; one reached through a symlink, or that is not below dir, is
-// left alone and said so in the log, as is every removal.
+// left alone and said so in the log, as is every removal. No outputs (a
+// recipe's outputs = []) means nothing is scrubbed: manifest.Parse has
+// already given a recipe without the key its default folder.
 func scrubOutputs(dir string, outputs []string, since time.Time, logf io.Writer) (removed []string, err error) {
-	if len(outputs) == 0 {
-		outputs = []string{manifest.DefaultOutput}
-	}
 	var errs []error
 	for _, out := range outputs {
 		root, why := outputRoot(dir, out)

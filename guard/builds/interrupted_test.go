@@ -234,7 +234,7 @@ func TestScrubTouchesOnlyOutputs(t *testing.T) {
 		outputs []string
 		built   []string // under the output folders: removed
 	}{
-		{"default build/", nil, []string{"build/bin/libx.so", "build/bin/tool"}},
+		{"build/", []string{manifest.DefaultOutput}, []string{"build/bin/libx.so", "build/bin/tool"}},
 		{"declared", []string{"out", "cmake-build"}, []string{"out/libx.so", "cmake-build/tool"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,7 +246,7 @@ func TestScrubTouchesOnlyOutputs(t *testing.T) {
 				"src/pkg/py.typed": "",
 				"notes/TODO":       "",
 			}
-			if tt.outputs != nil {
+			if !slices.Contains(tt.outputs, "build") {
 				kept["build/bin/libx.so"] = elf // not declared this time: not the build's
 			}
 			for p, data := range kept {
@@ -314,5 +314,36 @@ func TestScrubDoesNotFollowALinkedOutput(t *testing.T) {
 	log, _ := os.ReadFile(b.LogPath("linked"))
 	if !strings.Contains(string(log), "is a symlink") {
 		t.Errorf("the build log does not say why the output was skipped:\n%s", log)
+	}
+}
+
+// outputs = [] declares no output folder: a killed build's rerun removes
+// nothing, not even under build/, the folder a missing outputs defaults to.
+func TestScrubWithNoOutputs(t *testing.T) {
+	b, _, evs := newBuilder(t, "")
+	dir := t.TempDir()
+	elf := "\x7fELF\x02\x01\x01" + strings.Repeat("\x00", 40)
+	lib := filepath.Join(dir, "build", "bin", "libx.so")
+	guardtest.WriteFile(t, lib, elf[:10], 0o644)
+	m, err := manifest.Parse("test.toml", []byte(fmt.Sprintf("[builds.none]\ndir = %q\nsteps = [[\"true\"]]\noutputs = []\n", dir)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := m.Builds["none"]
+	marker := b.MarkerPath("none")
+	guardtest.WriteFile(t, marker, "pid 1\n", 0o600)
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(marker, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Build(context.Background(), "tool", rec, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lib); err != nil {
+		t.Errorf("the scrub removed %s with no output folder declared: %v", lib, err)
+	}
+	want := "interrupted build: removed 0 partial outputs"
+	if evs := evs.Named("binary.rebuild"); len(evs) == 0 || evs[0].Reason != want {
+		t.Errorf("binary.rebuild events %+v, want one saying %q", evs, want)
 	}
 }
