@@ -93,6 +93,39 @@ func TestScrubPartial(t *testing.T) {
 	}
 }
 
+// A folder swapped for a symlink while the scrub walks (another process in
+// the sandbox, or the build's own leftovers being rewritten) must not lead
+// a removal out of the folder being scrubbed.
+func TestScrubSurvivesASwappedFolder(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	elf := "\x7fELF\x02\x01\x01" + strings.Repeat("\x00", 40)
+	guardtest.WriteFile(t, filepath.Join(dir, "bin", "libx.so"), elf, 0o644)
+	victim := filepath.Join(outside, "libx.so")
+	guardtest.WriteFile(t, victim, elf, 0o644)
+	var swapped bool
+	defer builds.SetBeforeScrubRemove(func(path string) {
+		if swapped || filepath.Base(path) != "libx.so" {
+			return
+		}
+		swapped = true
+		bin := filepath.Dir(path)
+		if err := os.Rename(bin, bin+".old"); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink(outside, bin); err != nil {
+			t.Error(err)
+		}
+	})()
+
+	_, _ = builds.ScrubPartial(dir, time.Now().Add(-time.Hour)) // the refused removal is an error
+	if !swapped {
+		t.Fatal("the scrub never came to libx.so")
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("the scrub removed a file through a symlink swapped in under it: %v", err)
+	}
+}
+
 // TestBuildHealsInterruptedBuild is the kill campaign's unhealable case on
 // the real fixture: a build killed while the linker wrote leaves a library
 // cut short and an executable without its x bit, both newer than their
