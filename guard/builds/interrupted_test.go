@@ -289,12 +289,7 @@ func TestScrubTouchesOnlyOutputs(t *testing.T) {
 				guardtest.WriteFile(t, filepath.Join(dir, p), elf[:10], 0o644)
 			}
 			// The killed run's marker dates from before every file above.
-			marker := b.MarkerPath("venv")
-			guardtest.WriteFile(t, marker, "pid 1\n", 0o600)
-			old := time.Now().Add(-time.Minute)
-			if err := os.Chtimes(marker, old, old); err != nil {
-				t.Fatal(err)
-			}
+			killedRun(t, b, "venv")
 			rec := &manifest.Build{Name: "venv", Dir: dir, Outputs: tt.outputs, Steps: [][]string{{"true"}}}
 			if err := b.Build(context.Background(), "tool", rec, ""); err != nil {
 				t.Fatal(err)
@@ -331,12 +326,7 @@ func TestScrubDoesNotFollowALinkedOutput(t *testing.T) {
 	if err := os.Symlink(elsewhere, filepath.Join(dir, "build")); err != nil {
 		t.Fatal(err)
 	}
-	marker := b.MarkerPath("linked")
-	guardtest.WriteFile(t, marker, "pid 1\n", 0o600)
-	old := time.Now().Add(-time.Minute)
-	if err := os.Chtimes(marker, old, old); err != nil {
-		t.Fatal(err)
-	}
+	killedRun(t, b, "linked")
 	rec := &manifest.Build{Name: "linked", Dir: dir, Outputs: []string{"build/lib"}, Steps: [][]string{{"true"}}}
 	if err := b.Build(context.Background(), "tool", rec, ""); err != nil {
 		t.Fatal(err)
@@ -363,12 +353,7 @@ func TestScrubWithNoOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := m.Builds["none"]
-	marker := b.MarkerPath("none")
-	guardtest.WriteFile(t, marker, "pid 1\n", 0o600)
-	old := time.Now().Add(-time.Minute)
-	if err := os.Chtimes(marker, old, old); err != nil {
-		t.Fatal(err)
-	}
+	killedRun(t, b, "none")
 	if err := b.Build(context.Background(), "tool", rec, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -378,5 +363,17 @@ func TestScrubWithNoOutputs(t *testing.T) {
 	want := "interrupted build: removed 0 partial outputs"
 	if evs := evs.Named("binary.rebuild"); len(evs) == 0 || evs[0].Reason != want {
 		t.Errorf("binary.rebuild events %+v, want one saying %q", evs, want)
+	}
+}
+
+// killedRun leaves the marker of a run of recipe name killed a minute ago,
+// before every file a test then writes.
+func killedRun(t *testing.T, b *builds.Builder, name string) {
+	t.Helper()
+	marker := b.MarkerPath(name)
+	guardtest.WriteFile(t, marker, "pid 1\n", 0o600)
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(marker, old, old); err != nil {
+		t.Fatal(err)
 	}
 }
