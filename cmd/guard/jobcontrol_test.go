@@ -194,11 +194,11 @@ func TestCtrlZStopsWithTheShellsJob(t *testing.T) {
 // The time a tool spends stopped at a person's Ctrl-Z is not time it
 // worked: its budget goes on where it stopped.
 func TestCtrlZPausesTheBudget(t *testing.T) {
-	e := newFaultEnv(t, "[tools.timed]\ntimeout = \"1s\"\n")
+	e := newFaultEnv(t, "[tools.timed]\ntimeout = \"2s\"\n")
 	e.Tool("timed", "echo started\nread line\necho \"got $line\"\n")
 	sh := startShell(t, e.Env)
 	sh.stopAtItsRead("timed")
-	time.Sleep(1500 * time.Millisecond) // more than the whole budget
+	time.Sleep(2500 * time.Millisecond) // more than the whole budget
 	sh.resumeAndAnswer("timed", 0)
 }
 
@@ -207,12 +207,12 @@ func TestCtrlZPausesTheBudget(t *testing.T) {
 // deadline, and the attempt ended over budget at fg with its fallback not
 // even tried).
 func TestCtrlZPausesTheCapOfAChain(t *testing.T) {
-	e := newFaultEnv(t, "[tools.timed]\ntimeout = \"20s\"\nfallback = [\"other\"]\n[tools.other]\n[budget]\ncap = \"1s\"\n")
+	e := newFaultEnv(t, "[tools.timed]\ntimeout = \"20s\"\nfallback = [\"other\"]\n[tools.other]\n[budget]\ncap = \"2s\"\n")
 	// stderr streams; stdout, a chain's answer, is printed once it proved good.
 	e.Tool("timed", "echo started >&2\nread line\necho \"got $line\"\n")
 	e.Tool("other", "echo other ran\n")
 	sh := startShell(t, e.Env)
 	sh.stopAtItsRead("timed")
-	time.Sleep(1500 * time.Millisecond) // more than the whole cap
+	time.Sleep(2500 * time.Millisecond) // more than the whole cap
 	sh.resumeAndAnswer("timed", 0)
 }
