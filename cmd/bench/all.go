@@ -9,11 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // Marker separates the hand-written top of docs/BENCHMARKS.md (the
@@ -72,7 +74,7 @@ func sections(ctx context.Context, rn *Runner, tables []*Table) []section {
 		if !slices.Contains(b.args, "-run") {
 			args = append([]string{"test", "-run", "^$"}, b.args...)
 		}
-		out = append(out, section{b.title, "go " + shellJoin(args), func(w io.Writer) error {
+		out = append(out, section{b.title, "go " + builds.QuoteArgv(args), func(w io.Writer) error {
 			return goTest(ctx, rn.Repo, args, w)
 		}})
 	}
@@ -120,7 +122,7 @@ func goTest(ctx context.Context, repo string, args []string, w io.Writer) error 
 		fmt.Fprintln(w, strings.TrimRight(l, " \t"))
 	}
 	if err != nil {
-		return fmt.Errorf("go %s: %w", shellJoin(args), err)
+		return fmt.Errorf("go %s: %w", builds.QuoteArgv(args), err)
 	}
 	return nil
 }
@@ -168,33 +170,13 @@ func writeAll(ctx context.Context, log io.Writer, secs []section, path string, s
 		if _, err := stdout.Write(doc.Bytes()); err != nil {
 			return err
 		}
-	} else if err := writeAtomic(path, doc.Bytes()); err != nil {
+	} else if err := state.Replace(path, doc.Bytes(), 0o644); err != nil {
 		return err
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%d sections failed: %s", len(failed), strings.Join(failed, "; "))
 	}
 	return nil
-}
-
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".bench-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func loadAvg() string {
@@ -204,16 +186,4 @@ func loadAvg() string {
 	}
 	f := strings.Fields(string(data))
 	return strings.Join(f[:min(3, len(f))], " ")
-}
-
-// shellJoin quotes the arguments that need it for a shell.
-func shellJoin(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t|^$*?'\"\\;&()<>") {
-			a = shellQuote(a)
-		}
-		q[i] = a
-	}
-	return strings.Join(q, " ")
 }

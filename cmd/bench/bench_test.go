@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/builds"
 )
 
 func msD(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
@@ -242,7 +244,7 @@ func TestExpand(t *testing.T) {
 }
 
 func TestShellJoin(t *testing.T) {
-	got := shellJoin([]string{"test", "-run", "^$", "-bench", "Quick|Sum", "it's", "./x/"})
+	got := builds.QuoteArgv([]string{"test", "-run", "^$", "-bench", "Quick|Sum", "it's", "./x/"})
 	if want := `test -run '^$' -bench 'Quick|Sum' 'it'\''s' ./x/`; got != want {
 		t.Errorf("shellJoin = %s, want %s", got, want)
 	}

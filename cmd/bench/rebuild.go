@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/builds"
 )
 
 // rebuildGoal: a rebuild through guard within 1.2x the bare build.
@@ -26,7 +28,7 @@ var fixtureSteps = [][]string{
 func rebuildTable() *Table {
 	var script []string
 	for _, step := range fixtureSteps {
-		script = append(script, shellJoin(step))
+		script = append(script, builds.QuoteArgv(step))
 	}
 	return &Table{
 		Name:    "rebuild",

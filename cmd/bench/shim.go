@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sandbox-guard/guard/guard/builds"
 )
 
 // Goals of the start-up table (issue "Benchmark"), as ratios to the zap
@@ -168,7 +170,5 @@ func cacheHit(s *Sandbox, r *Row) error {
 	return nil
 }
 
-// shellQuote quotes s for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+// shellQuote quotes s for sh where it needs it.
+func shellQuote(s string) string { return builds.QuoteArgv([]string{s}) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -100,10 +101,57 @@ func (sh *shellOnTerminal) stopAtItsRead(tool string) {
 	sh.t.Helper()
 	sh.typ(tool + "\r")
 	sh.expect("started")
-	time.Sleep(200 * time.Millisecond) // the tool sits in its read
-	sh.typ("\x1a")                     // Ctrl-Z
+	sh.waitForItsRead(tool)
+	sh.typ("\x1a") // Ctrl-Z
 	sh.expect("Stopped")
 	sh.expect("READY$ ")
+}
+
+// waitForItsRead waits until tool, a /bin/sh script started below the
+// shell, is blocked in read(2) on its stdin. guard runs as a link named
+// after the tool, so the script is told from guard by its executable.
+func (sh *shellOnTerminal) waitForItsRead(tool string) {
+	sh.t.Helper()
+	if readSyscall == "" {
+		time.Sleep(200 * time.Millisecond) // no way to ask the kernel here
+		return
+	}
+	shell, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		sh.t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		below := descendants(sh.cmd.Process.Pid)
+		for _, p := range below {
+			exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.PID))
+			if p.Comm == tool && exe == shell && readsStdin(p.PID) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			sh.t.Fatalf("%s never sat in its read of stdin; below the shell: %s", tool, describeProcs(below))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// descendants are the live processes below pid.
+func descendants(pid int) []procInfo {
+	children := map[int][]procInfo{}
+	for _, p := range liveProcs() {
+		children[p.PPID] = append(children[p.PPID], p)
+	}
+	var out []procInfo
+	for next := []int{pid}; len(next) > 0; {
+		ppid := next[0]
+		next = next[1:]
+		for _, c := range children[ppid] {
+			out = append(out, c)
+			next = append(next, c.PID)
+		}
+	}
+	return out
 }
 
 // resumeAndAnswer brings the stopped tool back with fg, answers its read
@@ -146,11 +194,11 @@ func TestCtrlZStopsWithTheShellsJob(t *testing.T) {
 // The time a tool spends stopped at a person's Ctrl-Z is not time it
 // worked: its budget goes on where it stopped.
 func TestCtrlZPausesTheBudget(t *testing.T) {
-	e := newFaultEnv(t, "[tools.timed]\ntimeout = \"1s\"\n")
+	e := newFaultEnv(t, "[tools.timed]\ntimeout = \"2s\"\n")
 	e.Tool("timed", "echo started\nread line\necho \"got $line\"\n")
 	sh := startShell(t, e.Env)
 	sh.stopAtItsRead("timed")
-	time.Sleep(1500 * time.Millisecond) // more than the whole budget
+	time.Sleep(2500 * time.Millisecond) // more than the whole budget
 	sh.resumeAndAnswer("timed", 0)
 }
 
@@ -159,12 +207,12 @@ func TestCtrlZPausesTheBudget(t *testing.T) {
 // deadline, and the attempt ended over budget at fg with its fallback not
 // even tried).
 func TestCtrlZPausesTheCapOfAChain(t *testing.T) {
-	e := newFaultEnv(t, "[tools.timed]\ntimeout = \"20s\"\nfallback = [\"other\"]\n[tools.other]\n[budget]\ncap = \"1s\"\n")
+	e := newFaultEnv(t, "[tools.timed]\ntimeout = \"20s\"\nfallback = [\"other\"]\n[tools.other]\n[budget]\ncap = \"2s\"\n")
 	// stderr streams; stdout, a chain's answer, is printed once it proved good.
 	e.Tool("timed", "echo started >&2\nread line\necho \"got $line\"\n")
 	e.Tool("other", "echo other ran\n")
 	sh := startShell(t, e.Env)
 	sh.stopAtItsRead("timed")
-	time.Sleep(1500 * time.Millisecond) // more than the whole cap
+	time.Sleep(2500 * time.Millisecond) // more than the whole cap
 	sh.resumeAndAnswer("timed", 0)
 }

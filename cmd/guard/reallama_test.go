@@ -317,6 +317,18 @@ func runOpenStdin(e *faultEnv, name string, args ...string) faultResult {
 // readSyscall is read(2)'s number, for /proc/PID/syscall.
 var readSyscall = map[string]string{"amd64": "0", "arm64": "63"}[runtime.GOARCH]
 
+// readsStdin reports whether process pid is blocked in read(2) on its
+// stdin, as the kernel reports it. Where read's number is not known it says
+// yes: what the process printed must do.
+func readsStdin(pid int) bool {
+	if readSyscall == "" {
+		return true
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
+	f := strings.Fields(string(b))
+	return len(f) > 1 && f[0] == readSyscall && f[1] == "0x0"
+}
+
 // hangsAtPrompt runs the real llama-completion directly, with stdin an open
 // pipe, and requires that it print the conversation prompt "> " and then
 // wait, blocked in read(2) on that pipe (as the kernel reports it), still
@@ -348,16 +360,8 @@ func hangsAtPrompt(t *testing.T, bin string, args []string) time.Duration {
 			return false
 		}
 	}
-	readsStdin := func() bool {
-		if readSyscall == "" {
-			return true // the prompt on stdout must do
-		}
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", cmd.Process.Pid))
-		f := strings.Fields(string(b))
-		return len(f) > 1 && f[0] == readSyscall && f[1] == "0x0"
-	}
 	deadline := time.Now().Add(time.Minute)
-	for !strings.HasSuffix(out.String(), "\n> ") || !readsStdin() {
+	for !strings.HasSuffix(out.String(), "\n> ") || !readsStdin(cmd.Process.Pid) {
 		if exited() {
 			t.Fatalf("without -no-cnv the real llama-completion exited (%v); stdout %q\nstderr:\n%s", cmd.ProcessState, out.String(), errb.String())
 		}
@@ -368,7 +372,7 @@ func hangsAtPrompt(t *testing.T, bin string, args []string) time.Duration {
 	}
 	waited := time.Since(start)
 	time.Sleep(time.Second)
-	if exited() || !readsStdin() {
+	if exited() || !readsStdin(cmd.Process.Pid) {
 		t.Fatalf("the real llama-completion left its prompt by itself (exited: %v)", exited())
 	}
 	if !strings.Contains(errb.String(), "enabling conversation mode") {

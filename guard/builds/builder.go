@@ -319,5 +319,11 @@ func QuoteArgv(argv []string) string {
 	return strings.Join(parts, " ")
 }
 
-// libraryPath is the LD_LIBRARY_PATH the built tools will run with.
-func (b *Builder) libraryPath() string { return lookupEnv(b.baseEnv(), "LD_LIBRARY_PATH") }
+// libraryPath is the LD_LIBRARY_PATH the built tools will run with: the
+// base environment's, read without copying that environment.
+func (b *Builder) libraryPath() string {
+	if b.Env == nil {
+		return os.Getenv("LD_LIBRARY_PATH")
+	}
+	return lookupEnv(b.Env, "LD_LIBRARY_PATH")
+}

@@ -23,5 +23,13 @@ var ParseLDConf = parseLDConf
 
 var ScrubPartial = scrubPartial
 
+// SetBeforeScrubRemove runs f just before each removal of the scrub; the
+// result restores.
+func SetBeforeScrubRemove(f func(path string)) (restore func()) {
+	old := beforeScrubRemove
+	beforeScrubRemove = f
+	return func() { beforeScrubRemove = old }
+}
+
 // MarkerPath is the interrupted-build marker of the recipe named name.
 func (b *Builder) MarkerPath(name string) string { return b.markerPath(name) }

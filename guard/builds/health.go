@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 )
@@ -47,10 +46,7 @@ func CheckBinary(path, stampDir, libraryPath string) Health {
 	if fi.Mode().Perm()&0o111 == 0 {
 		return Health{Reason: "not executable"}
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		abs = path
-	}
+	abs := absPath(path)
 	id := fileID(fi)
 	var stamp string
 	if stampDir != "" {

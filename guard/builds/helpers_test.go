@@ -48,6 +48,7 @@ func fixtureRecipe(dir string) *manifest.Build {
 			{"cmake", "-B", "build", "-DCMAKE_BUILD_TYPE=Release"},
 			{"cmake", "--build", "build", "-j2"},
 		},
+		Outputs: []string{manifest.DefaultOutput}, // as manifest.Parse fills it in
 	}
 }
 

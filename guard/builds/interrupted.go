@@ -52,22 +52,34 @@ func writeMarker(path string) error {
 // .venv, sources and notes there are not the build's), the build products
 // modified at or after since. An output folder that is missing has nothing
 // to scrub; one reached through a symlink, or that is not below dir, is
-// left alone and said so in the log, as is every removal.
+// left alone and said so in the log, as is every removal. No outputs (a
+// recipe's outputs = []) means nothing is scrubbed: manifest.Parse has
+// already given a recipe without the key its default folder.
 func scrubOutputs(dir string, outputs []string, since time.Time, logf io.Writer) (removed []string, err error) {
 	if len(outputs) == 0 {
-		outputs = []string{manifest.DefaultOutput}
+		return nil, nil
 	}
+	top, err := os.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		fmt.Fprintf(logf, "== guard: not scrubbing the outputs: %v\n", err)
+		return nil, nil
+	}
+	defer top.Close()
 	var errs []error
 	for _, out := range outputs {
-		root, why := outputRoot(dir, out)
+		root, why := outputRoot(top, out)
 		if why != "" {
 			fmt.Fprintf(logf, "== guard: not scrubbing output %q: %s\n", out, why)
 			continue
 		}
-		if root == "" {
+		if root == nil {
 			continue
 		}
-		got, err := scrubPartial(root, since)
+		got, err := scrubRoot(root, filepath.Join(dir, filepath.Clean(out)), since)
+		root.Close()
 		for _, p := range got {
 			fmt.Fprintf(logf, "== guard: removed %s (a partial output of the interrupted build)\n", p)
 		}
@@ -79,63 +91,100 @@ func scrubOutputs(dir string, outputs []string, since time.Time, logf io.Writer)
 	return removed, errors.Join(errs...)
 }
 
-// outputRoot is the output folder out of a recipe in dir, checked one
-// component at a time so that no symlink leads the scrub out of dir. It
-// returns "" when the folder does not exist, and why it must not be
-// scrubbed when it is not a real folder below dir.
-func outputRoot(dir, out string) (root, why string) {
+// outputRoot opens the output folder out of the recipe's folder top,
+// checked one component at a time so that no symlink leads the scrub out
+// of top, and then checked to be the folder that was checked (nothing was
+// swapped in meanwhile). It returns nil when the folder does not exist, and
+// why it must not be scrubbed when it is not a real folder below top.
+func outputRoot(top *os.Root, out string) (root *os.Root, why string) {
 	if !manifest.IsOutputFolder(out) {
-		return "", "not a folder below the recipe's dir"
+		return nil, "not a folder below the recipe's dir"
 	}
-	root = dir
+	var (
+		name string
+		fi   fs.FileInfo
+		err  error
+	)
 	for _, part := range strings.Split(filepath.Clean(out), "/") {
-		root = filepath.Join(root, part)
-		fi, err := os.Lstat(root)
+		name = filepath.Join(name, part)
+		fi, err = top.Lstat(name)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return "", ""
+			return nil, ""
 		case err != nil:
-			return "", err.Error()
+			return nil, err.Error()
 		case fi.Mode()&fs.ModeSymlink != 0:
-			return "", root + " is a symlink (the scrub never follows one)"
+			return nil, filepath.Join(top.Name(), name) + " is a symlink (the scrub never follows one)"
 		case !fi.IsDir():
-			return "", root + " is not a folder"
+			return nil, filepath.Join(top.Name(), name) + " is not a folder"
 		}
+	}
+	root, err = top.OpenRoot(name)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if now, err := root.Stat("."); err != nil || !os.SameFile(fi, now) {
+		root.Close()
+		return nil, filepath.Join(top.Name(), name) + " changed while it was checked"
 	}
 	return root, ""
 }
 
 // scrubPartial removes, below dir, the regular files modified at or after
 // since that a build step writes (see isBuildProduct) and returns their
-// paths. It never follows a symlink, never enters .git, and leaves sources
-// alone: a source file newer than since is not a product. Files it cannot
-// read or remove are left for make to trip over, with the error.
+// paths. See scrubRoot.
 func scrubPartial(dir string, since time.Time) (removed []string, err error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return scrubRoot(root, dir, since)
+}
+
+// scrubRoot removes, below root, the regular files modified at or after
+// since that a build step writes (see isBuildProduct) and returns their
+// paths, named below dir, root's path. It never follows a symlink, never
+// enters .git, and leaves sources alone: a source file newer than since is
+// not a product. Every look and removal goes through root, so a folder
+// swapped for a symlink during the walk cannot lead it out of root. Files
+// it cannot read or remove are left for make to trip over, with the error.
+func scrubRoot(root *os.Root, dir string, since time.Time) (removed []string, err error) {
+	if filepath.Base(dir) == ".git" {
+		return nil, nil
+	}
 	var errs []error
-	walkErr := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	walkErr := fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if path == dir {
+			if name == "." {
 				return err
 			}
 			return nil // an unreadable corner is not a reason to stop
 		}
 		if d.IsDir() {
 			if d.Name() == ".git" {
-				return filepath.SkipDir
+				return fs.SkipDir
 			}
 			return nil
 		}
 		if !d.Type().IsRegular() {
 			return nil // symlinks (never followed), sockets, fifos
 		}
-		fi, err := d.Info()
-		if err != nil || fi.ModTime().Before(since) {
+		fi, err := root.Lstat(name)
+		if err != nil || !fi.Mode().IsRegular() || fi.ModTime().Before(since) {
 			return nil
 		}
-		if !isBuildProduct(path, fi) {
+		if !isBuildProduct(root, name, fi) {
 			return nil
 		}
-		if err := os.Remove(path); err != nil {
+		path := filepath.Join(dir, name)
+		if beforeScrubRemove != nil {
+			beforeScrubRemove(path)
+		}
+		if err := root.Remove(name); err != nil {
+			if pe, ok := err.(*fs.PathError); ok {
+				pe.Path = path
+			}
 			errs = append(errs, err)
 			return nil
 		}
@@ -147,6 +196,10 @@ func scrubPartial(dir string, since time.Time) (removed []string, err error) {
 	}
 	return removed, errors.Join(errs...)
 }
+
+// beforeScrubRemove, when set (by tests), runs just before the scrub
+// removes path.
+var beforeScrubRemove func(path string)
 
 // productSuffixes are the names compilers and linkers write.
 var productSuffixes = []string{".o", ".obj", ".a", ".so"}
@@ -161,8 +214,8 @@ var sourceSuffixes = []string{
 // isBuildProduct tells an output of a compile or link step: a name ending
 // .o .obj .a .so .so.N, or contents that are an ELF file or an ar archive,
 // or an empty file (an output cut off before its first byte) unless its
-// name is a source's.
-func isBuildProduct(path string, fi fs.FileInfo) bool {
+// name is a source's. rel is the file's name below root.
+func isBuildProduct(root *os.Root, rel string, fi fs.FileInfo) bool {
 	name := fi.Name()
 	for _, s := range productSuffixes {
 		if strings.HasSuffix(name, s) {
@@ -183,7 +236,7 @@ func isBuildProduct(path string, fi fs.FileInfo) bool {
 		}
 		return true
 	}
-	magic, ok := readMagic(path)
+	magic, ok := readMagic(root, rel)
 	return ok && (strings.HasPrefix(magic, "\x7fELF") || strings.HasPrefix(magic, "!<arch>"))
 }
 
@@ -201,9 +254,10 @@ func isVersionedSO(name string) bool {
 	return true
 }
 
-// readMagic reads a file's first 8 bytes without following a symlink.
-func readMagic(path string) (string, bool) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// readMagic reads the first 8 bytes of the file name in root, without
+// waiting on a FIFO swapped in.
+func readMagic(root *os.Root, name string) (string, bool) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", false
 	}

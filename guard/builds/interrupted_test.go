@@ -93,6 +93,39 @@ func TestScrubPartial(t *testing.T) {
 	}
 }
 
+// A folder swapped for a symlink while the scrub walks (another process in
+// the sandbox, or the build's own leftovers being rewritten) must not lead
+// a removal out of the folder being scrubbed.
+func TestScrubSurvivesASwappedFolder(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	elf := "\x7fELF\x02\x01\x01" + strings.Repeat("\x00", 40)
+	guardtest.WriteFile(t, filepath.Join(dir, "bin", "libx.so"), elf, 0o644)
+	victim := filepath.Join(outside, "libx.so")
+	guardtest.WriteFile(t, victim, elf, 0o644)
+	var swapped bool
+	defer builds.SetBeforeScrubRemove(func(path string) {
+		if swapped || filepath.Base(path) != "libx.so" {
+			return
+		}
+		swapped = true
+		bin := filepath.Dir(path)
+		if err := os.Rename(bin, bin+".old"); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink(outside, bin); err != nil {
+			t.Error(err)
+		}
+	})()
+
+	_, _ = builds.ScrubPartial(dir, time.Now().Add(-time.Hour)) // the refused removal is an error
+	if !swapped {
+		t.Fatal("the scrub never came to libx.so")
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("the scrub removed a file through a symlink swapped in under it: %v", err)
+	}
+}
+
 // TestBuildHealsInterruptedBuild is the kill campaign's unhealable case on
 // the real fixture: a build killed while the linker wrote leaves a library
 // cut short and an executable without its x bit, both newer than their
@@ -234,7 +267,7 @@ func TestScrubTouchesOnlyOutputs(t *testing.T) {
 		outputs []string
 		built   []string // under the output folders: removed
 	}{
-		{"default build/", nil, []string{"build/bin/libx.so", "build/bin/tool"}},
+		{"build/", []string{manifest.DefaultOutput}, []string{"build/bin/libx.so", "build/bin/tool"}},
 		{"declared", []string{"out", "cmake-build"}, []string{"out/libx.so", "cmake-build/tool"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,7 +279,7 @@ func TestScrubTouchesOnlyOutputs(t *testing.T) {
 				"src/pkg/py.typed": "",
 				"notes/TODO":       "",
 			}
-			if tt.outputs != nil {
+			if !slices.Contains(tt.outputs, "build") {
 				kept["build/bin/libx.so"] = elf // not declared this time: not the build's
 			}
 			for p, data := range kept {
@@ -256,12 +289,7 @@ func TestScrubTouchesOnlyOutputs(t *testing.T) {
 				guardtest.WriteFile(t, filepath.Join(dir, p), elf[:10], 0o644)
 			}
 			// The killed run's marker dates from before every file above.
-			marker := b.MarkerPath("venv")
-			guardtest.WriteFile(t, marker, "pid 1\n", 0o600)
-			old := time.Now().Add(-time.Minute)
-			if err := os.Chtimes(marker, old, old); err != nil {
-				t.Fatal(err)
-			}
+			killedRun(t, b, "venv")
 			rec := &manifest.Build{Name: "venv", Dir: dir, Outputs: tt.outputs, Steps: [][]string{{"true"}}}
 			if err := b.Build(context.Background(), "tool", rec, ""); err != nil {
 				t.Fatal(err)
@@ -298,12 +326,7 @@ func TestScrubDoesNotFollowALinkedOutput(t *testing.T) {
 	if err := os.Symlink(elsewhere, filepath.Join(dir, "build")); err != nil {
 		t.Fatal(err)
 	}
-	marker := b.MarkerPath("linked")
-	guardtest.WriteFile(t, marker, "pid 1\n", 0o600)
-	old := time.Now().Add(-time.Minute)
-	if err := os.Chtimes(marker, old, old); err != nil {
-		t.Fatal(err)
-	}
+	killedRun(t, b, "linked")
 	rec := &manifest.Build{Name: "linked", Dir: dir, Outputs: []string{"build/lib"}, Steps: [][]string{{"true"}}}
 	if err := b.Build(context.Background(), "tool", rec, ""); err != nil {
 		t.Fatal(err)
@@ -314,5 +337,43 @@ func TestScrubDoesNotFollowALinkedOutput(t *testing.T) {
 	log, _ := os.ReadFile(b.LogPath("linked"))
 	if !strings.Contains(string(log), "is a symlink") {
 		t.Errorf("the build log does not say why the output was skipped:\n%s", log)
+	}
+}
+
+// outputs = [] declares no output folder: a killed build's rerun removes
+// nothing, not even under build/, the folder a missing outputs defaults to.
+func TestScrubWithNoOutputs(t *testing.T) {
+	b, _, evs := newBuilder(t, "")
+	dir := t.TempDir()
+	elf := "\x7fELF\x02\x01\x01" + strings.Repeat("\x00", 40)
+	lib := filepath.Join(dir, "build", "bin", "libx.so")
+	guardtest.WriteFile(t, lib, elf[:10], 0o644)
+	m, err := manifest.Parse("test.toml", []byte(fmt.Sprintf("[builds.none]\ndir = %q\nsteps = [[\"true\"]]\noutputs = []\n", dir)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := m.Builds["none"]
+	killedRun(t, b, "none")
+	if err := b.Build(context.Background(), "tool", rec, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lib); err != nil {
+		t.Errorf("the scrub removed %s with no output folder declared: %v", lib, err)
+	}
+	want := "interrupted build: removed 0 partial outputs"
+	if evs := evs.Named("binary.rebuild"); len(evs) == 0 || evs[0].Reason != want {
+		t.Errorf("binary.rebuild events %+v, want one saying %q", evs, want)
+	}
+}
+
+// killedRun leaves the marker of a run of recipe name killed a minute ago,
+// before every file a test then writes.
+func killedRun(t *testing.T, b *builds.Builder, name string) {
+	t.Helper()
+	marker := b.MarkerPath(name)
+	guardtest.WriteFile(t, marker, "pid 1\n", 0o600)
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(marker, old, old); err != nil {
+		t.Fatal(err)
 	}
 }

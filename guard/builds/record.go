@@ -51,10 +51,6 @@ func (b *Builder) recordBuild(name string, took time.Duration, at time.Time) {
 // outlives the binary, so a missing binary with a stamp was evicted, and
 // one without was never here.
 func Stamped(stampDir, binary string) bool {
-	abs, err := filepath.Abs(binary)
-	if err != nil {
-		abs = binary
-	}
-	_, err = os.Lstat(stampPath(stampDir, abs))
+	_, err := os.Lstat(stampPath(stampDir, absPath(binary)))
 	return err == nil
 }

@@ -35,6 +35,15 @@ func stampPath(dir, binary string) string {
 	return filepath.Join(dir, "bin-"+state.PathKey(binary))
 }
 
+// absPath is path made absolute, as a stamp keys and holds it; path itself
+// when the working folder cannot be read.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
 // fileStat is what the stamp keeps of each library: a library cut short or
 // rewritten in place by a killed linker keeps its path but not its size and
 // mtime, and a stat is all the fast path can afford to look at.
