@@ -105,7 +105,7 @@ func (e *Engine) resolve(tool *manifest.Tool) (string, error) {
 // checkBinary returns "" when the executable at path is healthy (present,
 // executable, every shared library resolvable), else why not.
 func (e *Engine) checkBinary(path string) string {
-	h := builds.CheckBinary(path, e.builder().StampDir(), e.c.Getenv("LD_LIBRARY_PATH"))
+	h := builds.CheckBinary(path, e.c.State().Stamps(), e.c.Getenv("LD_LIBRARY_PATH"))
 	if h.OK {
 		return ""
 	}
