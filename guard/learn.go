@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/speed"
+	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/shims"
 )
 
@@ -22,11 +22,16 @@ func (e *Engine) Speeds() *speed.Store {
 // attemptBudget is how long attempt a may run: its planned budget, made
 // again from the speed measured on this machine once there is one (the
 // manifest's rate is only the prior), within the cap. The call's budget
-// still ends it sooner when less is left (ctx). Only a manifest model has a
-// budget to learn; a fixed one (GUARD_TIMEOUT) stays.
-func (e *Engine) attemptBudget(ctx context.Context, a shims.Attempt) time.Duration {
+// still ends it sooner when less is left (the call's context). Only a
+// manifest model has a budget to learn; a fixed one (GUARD_TIMEOUT) stays,
+// and neither it nor an attempt without a model looks the manifest up.
+func (e *Engine) attemptBudget(a shims.Attempt) time.Duration {
 	d := a.Budget
-	if m := e.c.M.ModelByFile(filepath.Base(a.Model)); m != nil && !a.Fixed {
+	var m *manifest.Model
+	if !a.Fixed && a.Model != "" {
+		m = e.c.M.ModelByFile(filepath.Base(a.Model))
+	}
+	if m != nil {
 		if tps, ok := e.Speeds().Rate(m.File); ok {
 			d = a.BudgetAt(tps, e.c.M.Budget.Cap.D())
 			e.debug("%s: budget %s from %.1f tokens/s measured here (declared %g: %s)", describe(a), secs(d), tps, m.Budget.TokensPerSecond, secs(a.Budget))

@@ -181,7 +181,7 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 		if len(attempts) == 1 && !o.NoDirect {
 			live = o.W
 		}
-		bud := e.attemptBudget(ctx, a)
+		bud := e.attemptBudget(a)
 		res, why := e.attempt(ctx, clock, name, ran, a, bud, live)
 		if lostAnswer(a, res, live == nil) && bud-res.Elapsed > 0 && clock.left() > 0 && ctx.Err() == nil {
 			// llama.cpp's async logger can lose the answer, or its end, at
