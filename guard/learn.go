@@ -34,11 +34,15 @@ func (e *Engine) attemptBudget(a shims.Attempt) time.Duration {
 	if m != nil {
 		if tps, ok := e.Speeds().Rate(m.File); ok {
 			d = a.BudgetAt(tps, e.c.M.Budget.Cap.D())
-			e.debug("%s: budget %s from %.1f tokens/s measured here (declared %g: %s)", describe(a), secs(d), tps, m.Budget.TokensPerSecond, secs(a.Budget))
+			if e.c.Debug {
+				e.debug("%s: budget %s from %.1f tokens/s measured here (declared %g: %s)", describe(a), secs(d), tps, m.Budget.TokensPerSecond, secs(a.Budget))
+			}
 			return d
 		}
 	}
-	e.debug("%s: budget %s", describe(a), secs(d))
+	if e.c.Debug {
+		e.debug("%s: budget %s", describe(a), secs(d))
+	}
 	return d
 }
 
@@ -55,7 +59,9 @@ func (e *Engine) learn(name string, a shims.Attempt, tps float64) {
 		e.debug("%s: speed %.1f tokens/s not recorded: %v", describe(a), tps, err)
 		return
 	}
-	e.debug("%s: generated at %.1f tokens/s; budgets use %.1f", describe(a), tps, c.To)
+	if e.c.Debug {
+		e.debug("%s: generated at %.1f tokens/s; budgets use %.1f", describe(a), tps, c.To)
+	}
 	if c.Learned {
 		e.Event(heallog.Event{Event: "budget.learned", Tool: name, Target: a.Model, Result: "ok",
 			Reason: fmt.Sprintf("%s: budgets use %.1f tokens/s instead of %.1f (declared %g; the low percentile of the last calls here, halved)", m.File, c.To, c.From, m.Budget.TokensPerSecond)})

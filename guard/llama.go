@@ -59,7 +59,9 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 		return e.direct(ctx, tool, args, o, true)
 	}
 	if call.Interactive && stdinTTY && !o.NoDirect {
-		e.debug("%s: a person is chatting at a terminal: no plan", tool.Name)
+		if e.c.Debug {
+			e.debug("%s: a person is chatting at a terminal: no plan", tool.Name)
+		}
 		return e.direct(ctx, tool, args, o, false) // a person is chatting: no budget, no watchdog
 	}
 	// The cap bounds everything the call does from here, heals included.

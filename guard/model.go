@@ -43,7 +43,9 @@ func (e *Engine) stateFault(err error) bool {
 func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool) error {
 	m := e.c.M.ModelByFile(filepath.Base(path))
 	if m == nil {
-		e.debug("model %s: not in the manifest: header check only", path)
+		if e.c.Debug {
+			e.debug("model %s: not in the manifest: header check only", path)
+		}
 		if err := models.CheckUnknown(path); err != nil {
 			var nr *models.NotRegularError
 			switch {

@@ -31,7 +31,9 @@ func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, 
 	spec := e.spec(tool, real, argv, env)
 	spec.Budget = budget
 	spec.Stdout = out
-	e.debug("%s: supervise %s: budget %v, stall %v, prompts %q, pty %v", tool.Name, real, spec.Budget, spec.Stall, spec.Prompts, spec.PTY)
+	if e.c.Debug {
+		e.debug("%s: supervise %s: budget %v, stall %v, prompts %q, pty %v", tool.Name, real, spec.Budget, spec.Stall, spec.Prompts, spec.PTY)
+	}
 	res := e.run(ctx, spec)
 	e.report(tool.Name, 1, res, spec)
 	return res.Status()
