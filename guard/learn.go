@@ -3,7 +3,6 @@ package guard
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
@@ -29,7 +28,7 @@ func (e *Engine) attemptBudget(a shims.Attempt) time.Duration {
 	d := a.Budget
 	var m *manifest.Model
 	if !a.Fixed && a.Model != "" {
-		m = e.c.M.ModelByFile(filepath.Base(a.Model))
+		m = e.c.M.ModelByFile(a.Model)
 	}
 	if m != nil {
 		if tps, ok := e.Speeds().Rate(m.File); ok {
@@ -50,7 +49,7 @@ func (e *Engine) attemptBudget(a shims.Attempt) time.Duration {
 // and logs budget.learned when the rate budgets use moved by more than
 // speed.News since it was last logged (the declared rate at first).
 func (e *Engine) learn(name string, a shims.Attempt, tps float64) {
-	m := e.c.M.ModelByFile(filepath.Base(a.Model))
+	m := e.c.M.ModelByFile(a.Model)
 	if m == nil {
 		return
 	}

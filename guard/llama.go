@@ -390,7 +390,7 @@ func parseLlama(tool string, args []string) (shims.LlamaCall, error) {
 // modelInfo is the plan's view of the call's model and its timeout fallback.
 func (e *Engine) modelInfo(path string) shims.ModelInfo {
 	info := shims.ModelInfo{Path: path}
-	m := e.c.M.ModelByFile(filepath.Base(path))
+	m := e.c.M.ModelByFile(path)
 	if path == "" || m == nil {
 		return info
 	}

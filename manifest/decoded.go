@@ -384,8 +384,8 @@ func preadFull(fd int, buf []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// find returns the JSON of the entry named name; nil, nil when there is
-// none.
+// find returns the value of the entry named name (codec.go's binary form);
+// nil, nil when there is none.
 func (x *index) find(name string) ([]byte, error) {
 	if x.fd < 0 {
 		return nil, os.ErrClosed
