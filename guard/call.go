@@ -24,7 +24,9 @@ func (e *Engine) call(ctx context.Context, name string, args []string) int {
 		}
 		return e.llama(ctx, tool, args) // resolves and heals per attempt, with fallbacks
 	case len(tool.Fallback) > 0:
-		e.debug("%s: fallback chain %v", name, tool.Fallback)
+		if e.c.Debug {
+			e.debug("%s: fallback chain %v", name, tool.Fallback)
+		}
 		return e.chain(ctx, tool, args)
 	}
 	return e.plain(ctx, tool, shims.Forced(name, args, tool.Args, e.c.StdinTTY), e.c.Stdout, true)

@@ -1,14 +1,13 @@
 package guard
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/speed"
+	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/shims"
 )
 
@@ -22,18 +21,27 @@ func (e *Engine) Speeds() *speed.Store {
 // attemptBudget is how long attempt a may run: its planned budget, made
 // again from the speed measured on this machine once there is one (the
 // manifest's rate is only the prior), within the cap. The call's budget
-// still ends it sooner when less is left (ctx). Only a manifest model has a
-// budget to learn; a fixed one (GUARD_TIMEOUT) stays.
-func (e *Engine) attemptBudget(ctx context.Context, a shims.Attempt) time.Duration {
+// still ends it sooner when less is left (the call's context). Only a
+// manifest model has a budget to learn; a fixed one (GUARD_TIMEOUT) stays,
+// and neither it nor an attempt without a model looks the manifest up.
+func (e *Engine) attemptBudget(a shims.Attempt) time.Duration {
 	d := a.Budget
-	if m := e.c.M.ModelByFile(filepath.Base(a.Model)); m != nil && !a.Fixed {
+	var m *manifest.Model
+	if !a.Fixed && a.Model != "" {
+		m = e.c.M.ModelByFile(a.Model)
+	}
+	if m != nil {
 		if tps, ok := e.Speeds().Rate(m.File); ok {
 			d = a.BudgetAt(tps, e.c.M.Budget.Cap.D())
-			e.debug("%s: budget %s from %.1f tokens/s measured here (declared %g: %s)", describe(a), secs(d), tps, m.Budget.TokensPerSecond, secs(a.Budget))
+			if e.c.Debug {
+				e.debug("%s: budget %s from %.1f tokens/s measured here (declared %g: %s)", describe(a), secs(d), tps, m.Budget.TokensPerSecond, secs(a.Budget))
+			}
 			return d
 		}
 	}
-	e.debug("%s: budget %s", describe(a), secs(d))
+	if e.c.Debug {
+		e.debug("%s: budget %s", describe(a), secs(d))
+	}
 	return d
 }
 
@@ -41,7 +49,7 @@ func (e *Engine) attemptBudget(ctx context.Context, a shims.Attempt) time.Durati
 // and logs budget.learned when the rate budgets use moved by more than
 // speed.News since it was last logged (the declared rate at first).
 func (e *Engine) learn(name string, a shims.Attempt, tps float64) {
-	m := e.c.M.ModelByFile(filepath.Base(a.Model))
+	m := e.c.M.ModelByFile(a.Model)
 	if m == nil {
 		return
 	}
@@ -50,7 +58,9 @@ func (e *Engine) learn(name string, a shims.Attempt, tps float64) {
 		e.debug("%s: speed %.1f tokens/s not recorded: %v", describe(a), tps, err)
 		return
 	}
-	e.debug("%s: generated at %.1f tokens/s; budgets use %.1f", describe(a), tps, c.To)
+	if e.c.Debug {
+		e.debug("%s: generated at %.1f tokens/s; budgets use %.1f", describe(a), tps, c.To)
+	}
 	if c.Learned {
 		e.Event(heallog.Event{Event: "budget.learned", Tool: name, Target: a.Model, Result: "ok",
 			Reason: fmt.Sprintf("%s: budgets use %.1f tokens/s instead of %.1f (declared %g; the low percentile of the last calls here, halved)", m.File, c.To, c.From, m.Budget.TokensPerSecond)})

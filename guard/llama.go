@@ -59,7 +59,9 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 		return e.direct(ctx, tool, args, o, true)
 	}
 	if call.Interactive && stdinTTY && !o.NoDirect {
-		e.debug("%s: a person is chatting at a terminal: no plan", tool.Name)
+		if e.c.Debug {
+			e.debug("%s: a person is chatting at a terminal: no plan", tool.Name)
+		}
 		return e.direct(ctx, tool, args, o, false) // a person is chatting: no budget, no watchdog
 	}
 	// The cap bounds everything the call does from here, heals included.
@@ -181,7 +183,7 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 		if len(attempts) == 1 && !o.NoDirect {
 			live = o.W
 		}
-		bud := e.attemptBudget(ctx, a)
+		bud := e.attemptBudget(a)
 		res, why := e.attempt(ctx, clock, name, ran, a, bud, live)
 		if lostAnswer(a, res, live == nil) && bud-res.Elapsed > 0 && clock.left() > 0 && ctx.Err() == nil {
 			// llama.cpp's async logger can lose the answer, or its end, at
@@ -388,7 +390,7 @@ func parseLlama(tool string, args []string) (shims.LlamaCall, error) {
 // modelInfo is the plan's view of the call's model and its timeout fallback.
 func (e *Engine) modelInfo(path string) shims.ModelInfo {
 	info := shims.ModelInfo{Path: path}
-	m := e.c.M.ModelByFile(filepath.Base(path))
+	m := e.c.M.ModelByFile(path)
 	if path == "" || m == nil {
 		return info
 	}

@@ -79,7 +79,7 @@ func (e *Engine) cacheKey(pc *promptCache, a shims.Attempt) string {
 		return ""
 	}
 	var pinned string
-	if m := e.c.M.ModelByFile(filepath.Base(a.Model)); m != nil {
+	if m := e.c.M.ModelByFile(a.Model); m != nil {
 		pinned = m.SHA256
 	}
 	id, err := promptcache.ModelID(a.Model, pinned)

@@ -41,9 +41,11 @@ func (e *Engine) stateFault(err error) bool {
 // it: a manifest model is healed (downloaded, verified), an unknown one only
 // checked. A model the call cannot have is a *healError saying why.
 func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool) error {
-	m := e.c.M.ModelByFile(filepath.Base(path))
+	m := e.c.M.ModelByFile(path)
 	if m == nil {
-		e.debug("model %s: not in the manifest: header check only", path)
+		if e.c.Debug {
+			e.debug("model %s: not in the manifest: header check only", path)
+		}
 		if err := models.CheckUnknown(path); err != nil {
 			var nr *models.NotRegularError
 			switch {

@@ -34,5 +34,9 @@ func (e *Engine) plain(ctx context.Context, tool *manifest.Tool, args []string, 
 		}
 		healed = time.Since(began)
 	}
-	return e.runTool(ctx, tool, real, args, out, watch, healed)
+	left := b.d
+	if left > 0 {
+		left = max(left-healed, time.Millisecond)
+	}
+	return e.runTool(ctx, tool, real, args, out, watch, left)
 }

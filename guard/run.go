@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"cmp"
 	"context"
 	"io"
 	"strconv"
@@ -13,17 +12,13 @@ import (
 )
 
 // runTool runs the resolved tool once. With watch and anything to watch (a
-// budget from the manifest or GUARD_TIMEOUT, a stall or prompt policy) it is
-// a supervised child writing its stdout to out; otherwise guard becomes the
-// tool, so it costs nothing more. healed is the part of the budget a heal
-// before the run has used.
-func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, args []string, out io.Writer, watch bool, healed time.Duration) int {
+// budget, a stall or prompt policy) it is a supervised child writing its
+// stdout to out; otherwise guard becomes the tool, so it costs nothing more.
+// budget is what the call's budget (plain's toolBudget) leaves the run
+// after any heal; 0 for none.
+func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, args []string, out io.Writer, watch bool, budget time.Duration) int {
 	argv := append([]string{real}, args...)
 	env := e.childEnv(tool)
-	budget := cmp.Or(e.c.Timeout, tool.Timeout.D())
-	if budget > 0 {
-		budget = max(budget-healed, time.Millisecond)
-	}
 	if !watch || (budget == 0 && tool.Stall == 0 && tool.Prompts == "") {
 		if e.c.Debug {
 			e.debug("%s: exec %s (nothing to watch)", tool.Name, real)
@@ -36,7 +31,9 @@ func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, 
 	spec := e.spec(tool, real, argv, env)
 	spec.Budget = budget
 	spec.Stdout = out
-	e.debug("%s: supervise %s: budget %v, stall %v, prompts %q, pty %v", tool.Name, real, spec.Budget, spec.Stall, spec.Prompts, spec.PTY)
+	if e.c.Debug {
+		e.debug("%s: supervise %s: budget %v, stall %v, prompts %q, pty %v", tool.Name, real, spec.Budget, spec.Stall, spec.Prompts, spec.PTY)
+	}
 	res := e.run(ctx, spec)
 	e.report(tool.Name, 1, res, spec)
 	return res.Status()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/resolve"
@@ -105,7 +104,7 @@ func (e *Engine) resolve(tool *manifest.Tool) (string, error) {
 // checkBinary returns "" when the executable at path is healthy (present,
 // executable, every shared library resolvable), else why not.
 func (e *Engine) checkBinary(path string) string {
-	h := builds.CheckBinary(path, e.builder().StampDir(), e.c.Getenv("LD_LIBRARY_PATH"))
+	h := builds.CheckBinary(path, e.c.State().Stamps(), e.c.Getenv("LD_LIBRARY_PATH"))
 	if h.OK {
 		return ""
 	}
@@ -114,7 +113,9 @@ func (e *Engine) checkBinary(path string) string {
 
 // healBinary brings back tool's executable after resolving or checking it
 // failed with why: its build recipe rebuilds it, else its Debian package
-// reinstalls it.
+// reinstalls it. The heal's own limit (the recipe's timeout, else [budget]
+// heal) is the builder's: builds.Builder applies it to the build or the
+// install, lock wait included.
 func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error) error {
 	m := e.c.M
 	switch {
@@ -126,24 +127,13 @@ func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error)
 		if tool.Path == "" {
 			return fmt.Errorf("%v\n[tools.%s] needs a path for build %q to produce", why, tool.Name, tool.Build)
 		}
-		ctx, cancel := context.WithTimeout(ctx, healTimeout(rec.Timeout.D(), m.Budget.Heal.D()))
-		defer cancel()
 		return underSignals(ctx, func(ctx context.Context) error {
 			return e.binaries.Build(ctx, tool.Name, rec, tool.Path)
 		})
 	case tool.Package != "":
-		ctx, cancel := context.WithTimeout(ctx, m.Budget.Heal.D())
-		defer cancel()
 		return underSignals(ctx, func(ctx context.Context) error {
 			return e.binaries.InstallPackages(ctx, tool.Name, []string{tool.Package})
 		})
 	}
 	return fmt.Errorf("%v\nno build recipe or package heals it; install it, or give [tools.%s] a path, build or package in the manifest", why, tool.Name)
-}
-
-func healTimeout(own, def time.Duration) time.Duration {
-	if own > 0 {
-		return own
-	}
-	return def
 }

@@ -126,15 +126,10 @@ func (c *checker) fail(p keyPath, err error) *Error {
 }
 
 // mismatch is the error for data at p where the manifest wants a value of
-// the kind want (integer, float, boolean, string, slice, table): the line
-// and key of the nearest key written (an element's list), said as every
-// other manifest error is (mismatch.go).
+// the kind want (integer, float, boolean, string, slice, table), said as
+// every other manifest error is (mismatch.go).
 func (c *checker) mismatch(p keyPath, data any, want string) *Error {
-	named := p
-	for len(named) > 0 && named[len(named)-1].index >= 0 {
-		named = named[:len(named)-1]
-	}
-	return mismatch(c.file, c.data, c.index().lineOf(named), named.tomlKey().String(), typeName(data), want)
+	return mismatch(c.file, c.index(), p, typeName(data), want)
 }
 
 // typeName names a TOML value's type as mismatch describes it: string,

@@ -83,7 +83,7 @@ func LoadDecoded(path, home, stateDir string, lazy bool) (*Manifest, error) {
 		if m, err := openIndex(file, key, reload); err == nil {
 			return m, nil
 		}
-	} else if data, err := state.ReadRegular(file, maxDecodedBytes, true); err == nil {
+	} else if data, err := readDecoded(file); err == nil {
 		if m, err := readWhole(data, key); err == nil {
 			return m, nil
 		}
@@ -280,14 +280,52 @@ type index struct {
 	roles    map[string]string
 }
 
-// openIndex opens the decoded file for a lazy manifest: one open, one
-// fstat, one read of the header and the top-level settings.
-func openIndex(file, key string, reload func() (*Manifest, error)) (*Manifest, error) {
+// openDecoded opens the decoded file: a regular file, not a link, no
+// larger than any decoded manifest, so that nothing read from it (its
+// header declares lengths) can make a call allocate or read more than
+// maxDecodedBytes. It returns the descriptor and the file's size.
+func openDecoded(file string) (int, int64, error) {
 	fd, err := syscall.Open(file, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, err
+	}
+	var st syscall.Stat_t
+	switch err := syscall.Fstat(fd, &st); {
+	case err != nil:
+		syscall.Close(fd)
+		return -1, 0, err
+	case st.Mode&syscall.S_IFMT != syscall.S_IFREG:
+		syscall.Close(fd)
+		return -1, 0, state.ErrNotRegular
+	case st.Size > maxDecodedBytes:
+		syscall.Close(fd)
+		return -1, 0, errIndex
+	}
+	return fd, st.Size, nil
+}
+
+// readDecoded reads the decoded file whole, for a command.
+func readDecoded(file string) ([]byte, error) {
+	fd, size, err := openDecoded(file)
 	if err != nil {
 		return nil, err
 	}
-	m, err := readTop(fd, key)
+	defer syscall.Close(fd)
+	data := make([]byte, size)
+	if _, err := preadFull(fd, data, 0); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// openIndex opens the decoded file for a lazy manifest: one open, one
+// fstat, one read of the header and the top-level settings.
+func openIndex(file, key string, reload func() (*Manifest, error)) (*Manifest, error) {
+	fd, size, err := openDecoded(file)
+	if err != nil {
+		return nil, err
+	}
+	m, err := readTop(fd, size, key)
 	if err != nil {
 		syscall.Close(fd)
 		return nil, err
@@ -296,22 +334,15 @@ func openIndex(file, key string, reload func() (*Manifest, error)) (*Manifest, e
 	return m, nil
 }
 
-func readTop(fd int, key string) (*Manifest, error) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil, state.ErrNotRegular
-	}
-	buf := make([]byte, min(st.Size, 4096))
+func readTop(fd int, size int64, key string) (*Manifest, error) {
+	buf := make([]byte, min(size, 4096))
 	n, err := preadFull(fd, buf, 0)
 	if err != nil {
 		return nil, err
 	}
-	h, err := parseHeader(buf[:n], st.Size)
-	if err != nil {
-		return nil, err
+	h, err := parseHeader(buf[:n], size)
+	if err != nil || h.key != int64(len(key)) {
+		return nil, errIndex
 	}
 	if need := h.wholeOff; int64(n) < need {
 		buf = append(buf[:n], make([]byte, need-int64(n))...)
@@ -353,8 +384,8 @@ func preadFull(fd int, buf []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// find returns the JSON of the entry named name; nil, nil when there is
-// none.
+// find returns the value of the entry named name (codec.go's binary form);
+// nil, nil when there is none.
 func (x *index) find(name string) ([]byte, error) {
 	if x.fd < 0 {
 		return nil, os.ErrClosed

@@ -1,11 +1,15 @@
 package manifest_test
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -253,6 +257,106 @@ func BenchmarkLoadDecoded(b *testing.B) {
 					m.Close()
 				}
 			})
+		}
+	}
+}
+
+// What is at the decoded manifest's path is not always a decoded manifest
+// (state folders can be shared): a file far larger than any decoded
+// manifest whose header claims a key of 512 MiB, a symlink, a FIFO. None
+// may hang the call, make it allocate or read the claimed size, or be
+// followed: the call reads the manifest from the TOML, and the decoded file
+// is written again in its place.
+func TestDecodedFileThatIsNotOne(t *testing.T) {
+	for _, lazy := range []bool{false, true} {
+		for _, plant := range []string{"oversized", "symlink", "fifo"} {
+			t.Run(fmt.Sprintf("%s/lazy=%v", plant, lazy), func(t *testing.T) { testDecodedFileThatIsNotOne(t, plant, lazy) })
+		}
+	}
+}
+
+func testDecodedFileThatIsNotOne(t *testing.T, plant string, lazy bool) {
+	home, stateDir := t.TempDir(), t.TempDir()
+	file := filepath.Join(home, "m.toml")
+	if err := os.WriteFile(file, []byte(fleet(3)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	decoded := state.Layout{Dir: stateDir}.DecodedManifest()
+	if _, err := manifest.LoadDecoded(file, home, stateDir, false); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(decoded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(decoded)
+	// The link's target is the good decoded file itself: a load that
+	// followed it would answer right, but leave the link in place.
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	switch plant {
+	case "oversized":
+		const huge = 512 << 20
+		f, err := os.OpenFile(decoded, os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := make([]byte, 32)
+		copy(head, good[:8]) // the magic
+		binary.LittleEndian.PutUint64(head[8:], huge)
+		binary.LittleEndian.PutUint32(head[16:], huge-64) // the key's length
+		binary.LittleEndian.PutUint32(head[28:], 1)       // one slot
+		_, err = f.Write(head)
+		if err == nil {
+			err = f.Truncate(huge)
+		}
+		if err := errors.Join(err, f.Close()); err != nil {
+			t.Fatal(err)
+		}
+	case "symlink":
+		if err := os.WriteFile(target, good, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, decoded); err != nil {
+			t.Fatal(err)
+		}
+	case "fifo":
+		if err := syscall.Mkfifo(decoded, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	done := make(chan error, 1)
+	go func() {
+		m, err := manifest.LoadDecoded(file, home, stateDir, lazy)
+		if err == nil {
+			if tool := m.Tool("t1"); tool == nil || tool.Build != "b1" {
+				err = fmt.Errorf("tool t1 is %+v", tool)
+			}
+			m.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the load hangs")
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Errorf("the load allocated %d MiB", grew>>20)
+	}
+	fi, err := os.Lstat(decoded)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(good)) {
+		t.Errorf("the decoded file was not written again: %v %v", fi, err)
+	}
+	if plant == "symlink" {
+		if got, err := os.ReadFile(target); err != nil || string(got) != string(good) {
+			t.Errorf("the link's target changed: %v", err)
 		}
 	}
 }

@@ -2,9 +2,7 @@ package manifest
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -108,7 +106,6 @@ func (p keyPath) tomlKey() tomlKey {
 
 // keyLoc is where one key (or table header, or array element) was written.
 type keyLoc struct {
-	path       keyPath
 	off        int // byte offset of the key
 	start, end int // the value's bytes; empty for a table header
 }
@@ -165,21 +162,6 @@ func (x *keyIndex) raw(p keyPath) string {
 		return ""
 	}
 	return string(x.data[loc.start:loc.end])
-}
-
-// onLine finds the definitions of k (a key as TOML names it, without
-// indexes) written on line, which gives them back their indexes:
-// the "models.size" of a decode error on line 6 is models[1].size. It
-// returns the key itself first, then the elements of its list, in order.
-func (x *keyIndex) onLine(line int, k string) []keyLoc {
-	var locs []keyLoc
-	for _, loc := range x.at {
-		if x.line(loc.off) == line && loc.path.tomlKey().String() == k {
-			locs = append(locs, loc)
-		}
-	}
-	slices.SortFunc(locs, func(a, b keyLoc) int { return cmp.Or(cmp.Compare(len(a.path), len(b.path)), cmp.Compare(a.off, b.off)) })
-	return locs
 }
 
 // nthLine returns the line of the n-th (0-based) definition of k, which is
@@ -430,7 +412,6 @@ func (s *keyScanner) str() {
 func (s *keyScanner) record(p keyPath, loc keyLoc) {
 	k := p.String()
 	if _, ok := s.x.at[k]; !ok {
-		loc.path = p
 		s.x.at[k] = loc
 	}
 }

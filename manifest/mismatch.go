@@ -11,24 +11,28 @@ import (
 // index, what was written, what the key takes, and the line to write
 // instead when there is an obvious one.
 
-// mismatch is the message for the value of key on line whose TOML type is
-// got (typeName: string, int64, map[string]interface {}...) where the
-// manifest wants want (integer, float, boolean, string, slice, table).
-func mismatch(file string, data []byte, line int, key, got, want string) *Error {
+// mismatch is the message for the value at p, whose TOML type is got
+// (typeName: string, int64, map[string]interface {}...) where the manifest
+// wants want (integer, float, boolean, string, slice, table). When p is an
+// element of a list (steps[0] of steps = ["make"] for [["make"]]), the
+// element is the mistake and is said as an item of its list's key; x is
+// the document's key index, which gives the value as written and its line.
+func mismatch(file string, x *keyIndex, p keyPath, got, want string) *Error {
+	named := p
+	for len(named) > 0 && named[len(named)-1].index >= 0 {
+		named = named[:len(named)-1]
+	}
+	key := named.tomlKey().String()
+	// leaf is the key's own name, or for an item the list holding it
+	// (steps, or steps[0] for the text of a step).
+	item := len(named) < len(p)
 	leaf := key
-	if i := strings.LastIndexByte(key, '.'); i >= 0 {
-		leaf = key[i+1:]
+	if n := len(named); n > 0 && item {
+		leaf = p[n-1 : len(p)-1].String()
+	} else if n > 0 {
+		leaf = named[n-1:].String()
 	}
-	name, raw, item := key, "", false
-	if locs := indexKeys(data).onLine(line, key); len(locs) > 0 {
-		loc := locs[0]
-		if v := data[loc.start:loc.end]; len(locs) > 1 && len(v) > 0 && v[0] == '[' && got != "slice" {
-			// A list of the right kind holding an item of the wrong one
-			// (steps = ["make"] for [["make"]]): the item is the mistake.
-			loc, item = locs[1], true
-		}
-		name, raw = loc.path.String(), string(data[loc.start:loc.end])
-	}
+	name, raw, line := p.String(), x.raw(p), x.lineOf(p)
 	if raw == "" && want == "slice" && strings.HasPrefix(got, "map") {
 		return &Error{File: file, Line: line, Msg: name + ": [" + key + "] is one table, but " + key +
 			" is a list of tables: write [[" + key + "]] (two brackets) before each one"}
@@ -66,9 +70,9 @@ func describeValue(raw, got, want string) string {
 		return raw + " is a boolean"
 	case strings.HasPrefix(got, "map"):
 		return raw + " is a table"
-	case strings.HasPrefix(got, "[]") || got == "slice":
+	case strings.HasPrefix(got, "[]"):
 		return raw + " is a list"
-	case got == "date", got == "time.Time":
+	case got == "date":
 		return raw + " is a date"
 	}
 	return raw + " is a " + got

@@ -11,16 +11,16 @@ const DefaultCap = 300 * time.Second
 const minBudget = time.Second
 
 // Budget is the time one attempt may run: base + n/tokensPerSecond. An
-// unlimited n (absent, -1, -2 or any negative), or a rate that is not a
+// unlimited n (any negative: -1 for absent, -2), or a rate that is not a
 // positive number (unknown model), gets the cap, since nothing smaller can
 // be promised. The result is never above cap and never <= 0: a sum of zero
 // gets one second (or the cap, when that is smaller). A cap <= 0 means
 // DefaultCap. A negative base counts as zero.
-func Budget(base time.Duration, tokensPerSecond float64, n int, nSet bool, cap time.Duration) time.Duration {
+func Budget(base time.Duration, tokensPerSecond float64, n int, cap time.Duration) time.Duration {
 	if cap <= 0 {
 		cap = DefaultCap
 	}
-	if !nSet || n < 0 || !(tokensPerSecond > 0) {
+	if n < 0 || !(tokensPerSecond > 0) {
 		return cap
 	}
 	base = max(base, 0)

@@ -80,7 +80,7 @@ func (a Attempt) BudgetAt(tokensPerSecond float64, cap time.Duration) time.Durat
 	if a.Fixed || !(tokensPerSecond > 0) || a.Model == "" {
 		return a.Budget
 	}
-	return Budget(a.Base, tokensPerSecond, a.N, a.N >= 0, cap)
+	return Budget(a.Base, tokensPerSecond, a.N, cap)
 }
 
 // ModelInfo is what the manifest says about the call's model and its
@@ -240,7 +240,7 @@ func (in LlamaPlanInput) attempt(a Attempt, base time.Duration, tps float64, n i
 		a.Budget, a.Fixed = in.Override, true
 		return a
 	}
-	a.Budget = Budget(base, tps, n, n >= 0, in.Cap)
+	a.Budget = Budget(base, tps, n, in.Cap)
 	return a
 }
 
