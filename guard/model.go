@@ -58,7 +58,7 @@ func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool)
 		}
 		return nil
 	}
-	st := e.Models().Check(m, path)
+	st := e.Models().Usable(m, path) // healthy or not; status tells ok from unverified
 	if st.Healthy() {
 		if e.c.Debug {
 			e.debug("model %s: %s", path, st)
