@@ -1,6 +1,9 @@
 package builds
 
-import "time"
+import (
+	"os"
+	"time"
+)
 
 // SlowChecks is how many full ELF inspections CheckBinary has done.
 func SlowChecks() int64 { return slowChecks.Load() }
@@ -21,7 +24,16 @@ func SetKillGrace(d time.Duration) (restore func()) {
 
 var ParseLDConf = parseLDConf
 
-var ScrubPartial = scrubPartial
+// ScrubPartial is the scrub of one folder, dir, as scrubOutputs runs it
+// on each output folder.
+func ScrubPartial(dir string, since time.Time) ([]string, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return scrubRoot(root, dir, since)
+}
 
 // SetBeforeScrubRemove runs f just before each removal of the scrub; the
 // result restores.

@@ -130,18 +130,6 @@ func outputRoot(top *os.Root, out string) (root *os.Root, why string) {
 	return root, ""
 }
 
-// scrubPartial removes, below dir, the regular files modified at or after
-// since that a build step writes (see isBuildProduct) and returns their
-// paths. See scrubRoot.
-func scrubPartial(dir string, since time.Time) (removed []string, err error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	return scrubRoot(root, dir, since)
-}
-
 // scrubRoot removes, below root, the regular files modified at or after
 // since that a build step writes (see isBuildProduct) and returns their
 // paths, named below dir, root's path. It never follows a symlink, never
