@@ -83,7 +83,7 @@ func LoadDecoded(path, home, stateDir string, lazy bool) (*Manifest, error) {
 		if m, err := openIndex(file, key, reload); err == nil {
 			return m, nil
 		}
-	} else if data, err := readDecoded(file); err == nil {
+	} else if data, err := state.ReadRegular(file, maxDecodedBytes, true); err == nil {
 		if m, err := readWhole(data, key); err == nil {
 			return m, nil
 		}
@@ -302,20 +302,6 @@ func openDecoded(file string) (int, int64, error) {
 		return -1, 0, errIndex
 	}
 	return fd, st.Size, nil
-}
-
-// readDecoded reads the decoded file whole, for a command.
-func readDecoded(file string) ([]byte, error) {
-	fd, size, err := openDecoded(file)
-	if err != nil {
-		return nil, err
-	}
-	defer syscall.Close(fd)
-	data := make([]byte, size)
-	if _, err := preadFull(fd, data, 0); err != nil {
-		return nil, err
-	}
-	return data, nil
 }
 
 // openIndex opens the decoded file for a lazy manifest: one open, one

@@ -91,30 +91,16 @@ func sameInt(s string, n int64) bool {
 	return err == nil && v == n
 }
 
-// readSmall reads a stamp with raw descriptors: open, fstat, one read,
-// close. os.ReadFile adds a second read and a poller registration, and
-// every syscall counts on the per-call path. The open neither follows a
-// link nor waits on a FIFO planted in the stamp's place, and the fstat
-// refuses what is not a regular file. The buffer is sized by the fstat, on
-// the heap: a buffer of maxStamp on the stack made a call's goroutine
-// stack grow, which costs more than the fstat (the runtime copies the
-// stack and walks its frames).
+// readSmall reads a stamp: one open that neither follows a link nor waits
+// on a FIFO planted in the stamp's place, one fstat that refuses what is not
+// a regular file or is too large, one read (state.ReadRegular). Empty is no
+// stamp.
 func readSmall(path string) (string, bool) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
+	data, err := state.ReadRegular(path, maxStamp-1, true)
+	if err != nil || len(data) == 0 {
 		return "", false
 	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size <= 0 || st.Size >= maxStamp {
-		return "", false
-	}
-	buf := make([]byte, st.Size+1)
-	n, err := syscall.Read(fd, buf)
-	if err != nil || n <= 0 || n == len(buf) {
-		return "", false
-	}
-	return string(buf[:n]), true
+	return string(data), true
 }
 
 // writeStamp records a healthy check. Failures are ignored: a missing stamp

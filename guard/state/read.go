@@ -86,9 +86,10 @@ func OpenOwn(path string, flag int, perm os.FileMode) (*os.File, error) {
 
 // ReadRegular reads the regular file at path (see OpenRegular), which must
 // hold at most limit bytes: a longer one is an error wrapping ErrTooLarge,
-// read no further than one byte past the limit. It works on the descriptor
-// directly (one buffer sized by fstat, no poller), since a shim call reads
-// the decoded manifest through it on every call.
+// read not at all when the fstat says so, else no further than one byte
+// past the limit. It works on the descriptor directly (one buffer sized by
+// fstat, no poller, no read past the size the fstat gave), since shim calls
+// read stamps through it.
 func ReadRegular(path string, limit int64, nofollow bool) ([]byte, error) {
 	flags := syscall.O_RDONLY | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 	if nofollow {
@@ -105,6 +106,9 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, error) {
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	if st.Size > limit {
+		return nil, tooLarge(path, limit) // known from the fstat: nothing is read
 	}
 	// Size 0 may still hold bytes (/proc): read on until end of file.
 	buf := make([]byte, 0, min(max(st.Size, 512), limit)+1)
@@ -124,9 +128,18 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, error) {
 		}
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)}
+			return nil, tooLarge(path, limit)
+		}
+		if st.Size > 0 && int64(len(buf)) == st.Size {
+			// All the fstat promised: no second read to meet the end (a
+			// stamp read on every call costs one read, not two).
+			return buf, nil
 		}
 	}
+}
+
+func tooLarge(path string, limit int64) error {
+	return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)}
 }
 
 func openFD(path string, flags int) (int, error) {

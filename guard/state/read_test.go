@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,6 +48,31 @@ func TestReadRegularLimitAndLinks(t *testing.T) {
 	}
 	if _, err := state.ReadRegular(filepath.Join(dir, "none"), 100, false); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a missing file: %v", err)
+	}
+}
+
+// A file the fstat shows is past the limit (a planted sparse file of 1 GiB)
+// is refused before anything is allocated for it or read from it.
+func TestReadRegularRefusesALargeFileUnread(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	const limit = 64 << 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = state.ReadRegular(path, limit, true)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, state.ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("refusing a file past the limit allocated %d bytes", got)
 	}
 }
 
