@@ -180,16 +180,16 @@ func TestLazyManifestAnswersAsTheWholeOne(t *testing.T) {
 	}
 }
 
-// A decoded file cut short (a sandbox truncating files) or with an entry
-// that does not read back is never trusted: the load or the lookup falls
-// back to the whole manifest or to the TOML.
-func TestLazyManifestSurvivesADamagedFile(t *testing.T) {
-	home, stateDir := t.TempDir(), t.TempDir()
-	file := filepath.Join(home, "m.toml")
-	if err := os.WriteFile(file, []byte(fleet(50)), 0o644); err != nil {
+// decodedFleet writes a manifest of n tools and loads it once, so that the
+// decoded file is there; good is that file's bytes.
+func decodedFleet(t *testing.T, n int) (home, stateDir, file, decoded string, good []byte) {
+	t.Helper()
+	home, stateDir = t.TempDir(), t.TempDir()
+	file = filepath.Join(home, "m.toml")
+	if err := os.WriteFile(file, []byte(fleet(n)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	decoded := state.Layout{Dir: stateDir}.DecodedManifest()
+	decoded = state.Layout{Dir: stateDir}.DecodedManifest()
 	if _, err := manifest.LoadDecoded(file, home, stateDir, false); err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +197,14 @@ func TestLazyManifestSurvivesADamagedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return home, stateDir, file, decoded, good
+}
+
+// A decoded file cut short (a sandbox truncating files) or with an entry
+// that does not read back is never trusted: the load or the lookup falls
+// back to the whole manifest or to the TOML.
+func TestLazyManifestSurvivesADamagedFile(t *testing.T) {
+	home, stateDir, file, decoded, good := decodedFleet(t, 50)
 
 	// Cut short: the load reads the TOML and writes the file again.
 	os.WriteFile(decoded, good[:len(good)-100], 0o600)
@@ -276,19 +284,7 @@ func TestDecodedFileThatIsNotOne(t *testing.T) {
 }
 
 func testDecodedFileThatIsNotOne(t *testing.T, plant string, lazy bool) {
-	home, stateDir := t.TempDir(), t.TempDir()
-	file := filepath.Join(home, "m.toml")
-	if err := os.WriteFile(file, []byte(fleet(3)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	decoded := state.Layout{Dir: stateDir}.DecodedManifest()
-	if _, err := manifest.LoadDecoded(file, home, stateDir, false); err != nil {
-		t.Fatal(err)
-	}
-	good, err := os.ReadFile(decoded)
-	if err != nil {
-		t.Fatal(err)
-	}
+	home, stateDir, file, decoded, good := decodedFleet(t, 3)
 	os.Remove(decoded)
 	// The link's target is the good decoded file itself: a load that
 	// followed it would answer right, but leave the link in place.
