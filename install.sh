@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # install.sh: build guard and protect this sandbox (guard install).
 # Idempotent: run it again after an eviction and it restores the shims; the
-# PATH block runs it by itself when guard's copy is gone (README "Surviving
-# the eviction of guard itself").
+# PATH block runs it by itself when guard's copy is gone (docs/surviving-eviction.md,
+# "Surviving the eviction of guard itself").
 # Network: only the Go module proxy (for guard's own dependencies).
 # Arguments are passed to `guard install` (e.g. --no-rc, --shim-dir D,
 # --bash-env, --prewarm, --system).

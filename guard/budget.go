@@ -12,7 +12,7 @@ import (
 )
 
 // budget is a call's own time limit and what set it, for messages. A heal
-// the call waits on runs within what is left of it (README "Choices":
+// the call waits on runs within what is left of it (docs/decisions.md:
 // "A heal a call waits on").
 type budget struct {
 	d      time.Duration

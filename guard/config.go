@@ -56,8 +56,8 @@ func (w World) LookupEnv(key string) (string, bool) {
 }
 
 // Config is one guard process's configuration as a plain value: the World,
-// the manifest and where guard keeps its files. The README's "Environment
-// and files" section is the contract: an environment variable wins over the
+// the manifest and where guard keeps its files. The "Environment and files"
+// section of docs/manifest.md is the contract: an environment variable wins over the
 // manifest, which wins over the built-in defaults.
 type Config struct {
 	World

@@ -11,8 +11,8 @@ import (
 )
 
 // The engine's steps return errors, never exit statuses; ExitStatus is the
-// one place that turns an error into the status of the README's "Exit status
-// of a shim call", and the caller prints the error once.
+// one place that turns an error into the status of "Exit status of a
+// shim call" in docs/exit-status-and-events.md, and the caller prints the error once.
 
 // guardError is guard's own failure (no HOME, a bad manifest, a shim loop):
 // exit 125, with a line saying what to fix.

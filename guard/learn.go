@@ -12,7 +12,7 @@ import (
 )
 
 // Speeds is the store of the speeds each model generated at on this
-// machine (README: "llama calls: budgets, fallbacks, cache").
+// machine (docs/llama-calls.md).
 func (e *Engine) Speeds() *speed.Store {
 	host, _ := os.Hostname()
 	return &speed.Store{Path: e.c.State().Speeds(), Machine: host}

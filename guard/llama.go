@@ -187,7 +187,7 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 		res, why := e.attempt(ctx, clock, name, ran, a, bud, live)
 		if lostAnswer(a, res, live == nil) && bud-res.Elapsed > 0 && clock.left() > 0 && ctx.Err() == nil {
 			// llama.cpp's async logger can lose the answer, or its end, at
-			// exit (README: "llama calls"); a fresh run in what is left of
+			// exit (docs/llama-calls.md); a fresh run in what is left of
 			// the budget usually answers whole.
 			lines = append(lines, attemptLine(ran, a, why, res))
 			e.Event(heallog.Event{Level: "warn", Event: "retry", Tool: name, Target: describe(a), Reason: why, Attempt: ran + 1})

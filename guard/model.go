@@ -27,7 +27,7 @@ func (e *Engine) Models() *models.Healer {
 
 // stateFault reports whether err is guard's own state folder failing (a
 // lock or a stamp it cannot write), not the thing being healed: then the
-// call goes on without the heal (README: "When guard cannot work").
+// call goes on without the heal (docs/exit-status-and-events.md: "When guard cannot work").
 func (e *Engine) stateFault(err error) bool {
 	var pe *fs.PathError
 	if e.c.StateDir == "" || !errors.As(err, &pe) {

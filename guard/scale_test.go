@@ -112,7 +112,7 @@ func manyTools(n int) (string, []string) {
 
 // A healthy call costs the same whatever else the manifest holds: it reads
 // the called tool's entry of the decoded manifest and the shim folder's
-// own state, never every tool's (README "What a call does"). Counted in
+// own state, never every tool's (docs/what-a-call-does.md). Counted in
 // allocations, which, unlike time, do not move with a shared machine's
 // load: decoding every tool or joining every link's path shows in them.
 func TestHealthyCallDoesNotGrowWithTools(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 )
 
 // Shim runs one call of the shim name with args (argv without argv[0]) in
-// the world w and returns its exit status (the README's "Exit status of a
-// shim call"): load the configuration, mend evicted shims, call. When guard
+// the world w and returns its exit status (docs/exit-status-and-events.md,
+// "Exit status of a shim call"): load the configuration, mend evicted shims, call. When guard
 // itself cannot work, the tool runs unguarded.
 func Shim(w World, name string, args []string) int {
 	return shim(w, name, args, runner.Exec)

@@ -15,8 +15,8 @@ import (
 type execFunc func(path string, argv, env []string) error
 
 // unguarded runs the shim name when guard itself cannot work (why: no HOME,
-// a manifest it cannot read), as the README's "When guard cannot work"
-// says: a shim must never be the reason a call fails. It warns once with
+// a manifest it cannot read), as "When guard cannot work" in
+// docs/exit-status-and-events.md says: a shim must never be the reason a call fails. It warns once with
 // the cause and the fix, finds the real tool the safe way (the embedded
 // default's path for name, else PATH without the shim folder and never
 // guard itself, by device and inode), and becomes it with the embedded

@@ -75,8 +75,8 @@ type Tool struct {
 }
 
 // Prompt policies for Tool.Prompts: what guard does when the tool waits
-// for input at a question (the README's "Choices made where the design was
-// silent").
+// for input at a question (docs/decisions.md: "Which questions guard
+// answers").
 const (
 	PromptsAnswer = "answer" // answer yes where the question's default is yes; end the attempt at any other
 	PromptsYes    = "yes"    // answer yes to every yes/no question, whatever its default; end the attempt at any other
@@ -126,8 +126,8 @@ type Auth struct {
 
 // Self names where guard's own executable can be fetched when a sandbox
 // evicted it and Go is not there to rebuild it: guard install bakes these
-// into the restore script the PATH block runs (README "Surviving the
-// eviction of guard itself").
+// into the restore script the PATH block runs (docs/surviving-eviction.md, "Surviving
+// the eviction of guard itself").
 type Self struct {
 	URLs   []string `toml:"urls,omitempty"`   // tried in order; file:// for a fleet mirror
 	SHA256 string   `toml:"sha256,omitempty"` // required with urls: the executable is run as is

@@ -253,7 +253,7 @@ var statusCommand = &cli.Command{
 	Usage:     "show shims, real targets, builds, packages, models, auth, cache and the last heal events; exit 1 when something needs healing",
 	UsageText: usage("guard status [--json] [--events N] [--since 1h]", "guard status --events 20 --since 2h"),
 	Flags: []cli.Flag{
-		&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in the README)"},
+		&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in docs/status-json.md)"},
 		&cli.IntFlag{Name: "events", Value: 10, Usage: "how many of the last heal events to show (0: none)"},
 		&cli.StringFlag{Name: "since", Usage: "only events newer than a duration (30m, 2h, 1d) or a time (2026-08-01T15:04)"},
 	},
@@ -288,7 +288,7 @@ var healCommand = &cli.Command{
 	UsageText: usage("guard heal [--dry-run] [--json] [--background] [NAME...]", "guard heal --dry-run && guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "dry-run", Usage: "say what a heal would do and what it costs (downloads, builds), and do nothing"},
-		&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object (schema in the README)"},
+		&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object (schema in docs/status-json.md)"},
 		&cli.BoolFlag{Name: "background", Usage: "detach, heal at low CPU and IO priority, and return at once"},
 		&cli.BoolFlag{Name: "prewarm", Hidden: true, Usage: "with --background: at most once per 10 minutes (the PATH block's prewarm hook)"},
 	},
@@ -377,7 +377,7 @@ var cacheCommand = &cli.Command{
 			Usage:     "entries, bytes, hits, misses and seconds saved",
 			UsageText: usage("guard cache stats [--json]", "guard cache stats"),
 			Flags: []cli.Flag{
-				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in the README)"},
+				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in docs/status-json.md)"},
 			},
 			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
 				return commands.CacheStats(e, e.Config().Stdout, ctx.Bool("json"))

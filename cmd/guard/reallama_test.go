@@ -87,7 +87,7 @@ budget = { base = "30s", tokens_per_second = 20 }
 func TestRealLlama(t *testing.T) {
 	root := os.Getenv("GUARD_REAL_LLAMA")
 	if root == "" {
-		t.Skip("opt-in: set GUARD_REAL_LLAMA to a llama.cpp folder with build/bin (see the README's opening section)")
+		t.Skip("opt-in: set GUARD_REAL_LLAMA to a llama.cpp folder with build/bin (see docs/contributing.md)")
 	}
 	root, err := filepath.Abs(root)
 	if err != nil {

@@ -101,7 +101,7 @@ func TestOpenClawSkill(t *testing.T) {
 		t.Errorf("install entry %+v: guard installs from a checkout (./install.sh); no OpenClaw installer kind can do that", in)
 	}
 	if module := skillGoModule(t, root); module != "github.com/sandbox-guard/guard" {
-		t.Errorf("go.mod names module %q; the skill and the README say github.com/sandbox-guard/guard", module)
+		t.Errorf("go.mod names module %q; the skill's homepage says github.com/sandbox-guard/guard", module)
 	}
 	if _, err := os.Stat(filepath.Join(root, "install.sh")); err != nil || !strings.Contains(body, "./install.sh") {
 		t.Errorf("the skill's install step must be this repository's ./install.sh (%v)", err)

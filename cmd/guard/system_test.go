@@ -15,7 +15,7 @@ import (
 // private propagation), /usr/local/bin, /usr/local/lib and /etc/profile.d
 // are empty tmpfs mounts that nobody outside the namespace sees, so the
 // machine's own folders are never written. It shows the rows of the
-// README's shell table that only --system reaches: env -i sh -c, a login
+// shell table of docs/shells.md that only --system reaches: env -i sh -c, a login
 // shell through /etc/profile.d, and su -c to another user. It needs root
 // and unshare; otherwise it skips.
 func TestSystemInstallRealRoot(t *testing.T) {

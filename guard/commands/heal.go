@@ -34,7 +34,7 @@ type HealResult struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// HealReport is what `guard heal --json` prints; the README documents it.
+// HealReport is what `guard heal --json` prints; docs/status-json.md documents it.
 type HealReport struct {
 	OK      bool         `json:"ok"`
 	DryRun  bool         `json:"dry_run"`

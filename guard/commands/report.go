@@ -8,7 +8,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/install"
 )
 
-// Report is what `guard status --json` prints; the README documents it.
+// Report is what `guard status --json` prints; docs/status-json.md documents it.
 // Every list is present (possibly empty), never null.
 type Report struct {
 	Healthy      bool             `json:"healthy"`

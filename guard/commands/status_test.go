@@ -19,9 +19,9 @@ import (
 	"github.com/sandbox-guard/guard/guard/progress"
 )
 
-// documentedReport is `guard status --json` as the README documents it
-// (section "guard status --json"). TestStatusJSONSchema fails when Report
-// gains, loses or renames a key without this mirror, and so the README,
+// documentedReport is `guard status --json` as docs/status-json.md documents
+// it. TestStatusJSONSchema fails when Report
+// gains, loses or renames a key without this mirror, and so that page,
 // following.
 type documentedReport struct {
 	Healthy  bool `json:"healthy"`
@@ -129,7 +129,7 @@ func strictRoundTrip(t *testing.T, what string, from, into any) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
-		t.Errorf("%s: %v (update documentedReport and the README together)", what, err)
+		t.Errorf("%s: %v (update documentedReport and docs/status-json.md together)", what, err)
 	}
 	again, _ := json.Marshal(into)
 	if len(keys(t, again)) != len(keys(t, data)) {

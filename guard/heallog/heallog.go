@@ -31,7 +31,7 @@ const DefaultMaxBytes = 5 << 20
 // Event is one heal event. Empty fields are left out of the JSON line.
 type Event struct {
 	Level      string // "info" (default), "warn" or "error"
-	Event      string // preflight, shim.recreate, model.download, ... (README: "Heal log events")
+	Event      string // preflight, shim.recreate, model.download, ... (docs/exit-status-and-events.md: "Heal log events")
 	Tool       string
 	Target     string
 	Reason     string

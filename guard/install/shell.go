@@ -12,8 +12,8 @@ import (
 // The PATH block is the only text guard adds to a shell's start-up files.
 // On a healthy start it costs two file tests and a case: guard's copy is
 // there and not empty, and the shim folder leads PATH. Only when the copy is
-// gone does it source the restore script (README "Surviving the eviction of
-// guard itself"); with that gone too it prints one line saying protection is
+// gone does it source the restore script (docs/surviving-eviction.md, "Surviving
+// the eviction of guard itself"); with that gone too it prints one line saying protection is
 // off and what brings it back.
 const (
 	blockStart = "# >>> guard: shims first in PATH >>>"

@@ -14,7 +14,7 @@ const profileName = "guard.sh"
 
 // installSystem is the --system part of an install, for root sandboxes: a
 // link in a folder ahead of the real tools on every default PATH (cron's
-// and su's excepted: README "Which shells are protected") for each tool
+// and su's excepted: docs/shells.md) for each tool
 // whose real binary is not in that folder, and a start-up file every login
 // shell reads. The links point at the copy in the shim folder, a system
 // folder every user can read.

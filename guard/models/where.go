@@ -71,7 +71,7 @@ const maxLinks = 40
 // A link guard must not follow is an error, never followed blindly: one
 // owned by another user (root's excepted: another user cannot plant one
 // in their name), or a chain that ends in a folder of another user's
-// (README "Security and trust").
+// (docs/security.md).
 func destination(path string) (string, error) {
 	cur, err := filepath.Abs(path)
 	if err != nil {

@@ -67,7 +67,7 @@ func (o Outcome) String() string {
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Exit statuses Status can return besides the tool's own: the README's
+// Exit statuses Status can return besides the tool's own: docs/exit-status-and-events.md,
 // "Exit status of a shim call", 124 as coreutils timeout has it.
 const (
 	StatusTimeout       = 124
@@ -101,7 +101,7 @@ type Result struct {
 // Answer is a question guard answered and what it typed (without Enter).
 type Answer struct{ Prompt, Reply string }
 
-// Status is the exit status a shim returns for this result (the README's
+// Status is the exit status a shim returns for this result (docs/exit-status-and-events.md,
 // "Exit status of a shim call"): the tool's own code, 128+N for a signal
 // the tool died of, the tool's own answer to a signal guard forwarded
 // (128+N only when guard had to kill it), 124 when guard ended the run, 126

@@ -456,7 +456,7 @@ func TestQuietPromptLikeLineWithoutReadIsNotWaiting(t *testing.T) {
 // waiting on a slow pipe) is not at a question while its input comes within
 // the finished-line grace (finishedQuiet quiet periods): the kernel cannot
 // tell it from a question printed with a newline, so input later than that
-// ends the run at the line, as README says.
+// ends the run at the line, as docs/decisions.md says.
 func TestInputWithinFinishedLineGraceIsNotQuestion(t *testing.T) {
 	s := promptSpec("", nil, PromptsKill)
 	grace := finishedQuiet * s.PromptQuiet

@@ -30,7 +30,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/state"
 )
 
-// Learning parameters (README: "llama calls: budgets, fallbacks, cache").
+// Learning parameters (docs/llama-calls.md: "Budgets learned on this machine").
 const (
 	// K is how many of a model's last speeds are kept.
 	K = 20

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// The documentation is the README (the first five minutes) and one page per
+// subject in docs/. These tests keep the pages joined up: every relative
+// link in every Markdown file of the repository leads to a file that exists
+// and, with a #fragment, to a heading that exists there (GitHub's slugs),
+// and the README links every page of docs/.
+
+// TestDocLinksResolve fails on a relative link to a file that is not there
+// or to an anchor its target does not have.
+func TestDocLinksResolve(t *testing.T) {
+	root := repoRoot()
+	files := markdownFiles(t, root)
+	if len(files) < 2 {
+		t.Fatalf("found %d Markdown files under %s; want the README and docs/", len(files), root)
+	}
+	for _, file := range files {
+		rel, _ := filepath.Rel(root, file)
+		for _, l := range relativeLinks(t, file) {
+			for _, problem := range checkLink(file, l.target) {
+				t.Errorf("%s:%d: link %q: %s", rel, l.line, l.target, problem)
+			}
+		}
+	}
+}
+
+// TestReadmeLinksEveryDocsPage fails when a page in docs/ (a docs/*.md, or a
+// folder's README.md) is not linked from README.md: a page nobody can find
+// from the first five minutes.
+func TestReadmeLinksEveryDocsPage(t *testing.T) {
+	root := repoRoot()
+	linked := map[string]bool{}
+	for _, l := range relativeLinks(t, filepath.Join(root, "README.md")) {
+		path, _, _ := strings.Cut(l.target, "#")
+		linked[filepath.Clean(filepath.Join(root, path))] = true
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	folders, _ := filepath.Glob(filepath.Join(root, "docs", "*", "README.md"))
+	pages = append(pages, folders...)
+	if len(pages) == 0 {
+		t.Fatal("no pages in docs/")
+	}
+	for _, page := range pages {
+		if !linked[page] {
+			rel, _ := filepath.Rel(root, page)
+			t.Errorf("README.md does not link %s; add it to the README's list of pages", rel)
+		}
+	}
+}
+
+// TestCheckLinkCatchesBreakage holds the checker itself to account: a link
+// to a missing file and one to a missing heading are both reported, and a
+// good one is not.
+func TestCheckLinkCatchesBreakage(t *testing.T) {
+	dir := t.TempDir()
+	page := filepath.Join(dir, "a.md")
+	os.WriteFile(page, []byte("# Title\n\n## Exit status of a shim call\n\n[x](b.md#nowhere) [y](missing.md) [z](#exit-status-of-a-shim-call) [w](b.md#guard-status---json)\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.md"), []byte("## guard status --json\n\n```sh\n# not a heading\n```\n"), 0o644)
+	var got []string
+	for _, l := range relativeLinks(t, page) {
+		if len(checkLink(page, l.target)) > 0 {
+			got = append(got, l.target)
+		}
+	}
+	if strings.Join(got, " ") != "b.md#nowhere missing.md" {
+		t.Errorf("broken links found: %q; want b.md#nowhere and missing.md only", got)
+	}
+	if problems := checkLink(page, "b.md#not-a-heading"); len(problems) == 0 {
+		t.Error("a comment line in a code block counted as a heading")
+	}
+}
+
+type link struct {
+	target string
+	line   int
+}
+
+// markdownFiles lists every *.md of the repository, not .git's.
+func markdownFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bin") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".md") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+var (
+	inlineLink = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+	codeSpan   = regexp.MustCompile("`[^`]*`")
+	scheme     = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
+)
+
+// relativeLinks returns the file's inline links that are not URLs, outside
+// fenced code blocks and code spans.
+func relativeLinks(t *testing.T, file string) []link {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var links []link
+	for i, text := range proseLines(string(data)) {
+		text = codeSpan.ReplaceAllString(text, "code")
+		for _, m := range inlineLink.FindAllStringSubmatch(text, -1) {
+			if !scheme.MatchString(m[1]) {
+				links = append(links, link{m[1], i + 1})
+			}
+		}
+	}
+	return links
+}
+
+// proseLines is the file's lines with those of fenced code blocks blanked,
+// so that line numbers stay the file's.
+func proseLines(text string) []string {
+	lines := strings.Split(text, "\n")
+	fence := ""
+	for i, l := range lines {
+		trimmed := strings.TrimSpace(l)
+		switch {
+		case fence == "" && (strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~")):
+			fence = trimmed[:3]
+			lines[i] = ""
+		case fence != "":
+			if strings.HasPrefix(trimmed, fence) {
+				fence = ""
+			}
+			lines[i] = ""
+		}
+	}
+	return lines
+}
+
+// checkLink says what is wrong with a relative link target in file: its
+// file missing, or its #fragment naming no heading of the target.
+func checkLink(file, target string) []string {
+	path, fragment, _ := strings.Cut(target, "#")
+	dest := file
+	if path != "" {
+		dest = filepath.Join(filepath.Dir(file), path)
+	}
+	info, err := os.Stat(dest)
+	if err != nil {
+		return []string{"no such file " + dest}
+	}
+	if fragment == "" {
+		return nil
+	}
+	if info.IsDir() || !strings.HasSuffix(dest, ".md") {
+		return []string{"an anchor in a file that is not Markdown"}
+	}
+	data, err := os.ReadFile(dest)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	anchors := headingAnchors(string(data))
+	if !anchors[fragment] {
+		return []string{"no heading with the anchor #" + fragment + " in " + filepath.Base(dest)}
+	}
+	return nil
+}
+
+var linkText = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+
+// headingAnchors is the set of anchors GitHub gives the headings of a
+// Markdown text: lower case, the heading's text without markup, spaces as
+// hyphens, punctuation other than - and _ dropped, a repeat suffixed -1, -2.
+func headingAnchors(text string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	for _, l := range proseLines(text) {
+		hashes := len(l) - len(strings.TrimLeft(l, "#"))
+		if hashes == 0 || hashes > 6 || !strings.HasPrefix(l[hashes:], " ") {
+			continue
+		}
+		heading := linkText.ReplaceAllString(strings.TrimSpace(l[hashes:]), "$1")
+		var slug strings.Builder
+		for _, r := range strings.ToLower(heading) {
+			switch {
+			case r == ' ':
+				slug.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				slug.WriteRune(r)
+			}
+		}
+		s := slug.String()
+		if n := seen[s]; n > 0 {
+			anchors[s+"-"+strconv.Itoa(n)] = true
+		} else {
+			anchors[s] = true
+		}
+		seen[s]++
+	}
+	return anchors
+}
