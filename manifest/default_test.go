@@ -285,3 +285,30 @@ sha256 = "` + strings.Repeat("AB", 32) + `"
 		})
 	}
 }
+
+// TestInstalledManifest: the copy guard install writes is the default with
+// a header that says it is the file to edit, not "Copy it to" the path it
+// is already at; every value is the default's.
+func TestInstalledManifest(t *testing.T) {
+	text := manifest.InstalledTOML()
+	if bytes.Contains(text, []byte("Copy it to")) || !bytes.HasPrefix(text, []byte("# guard's manifest, written by guard install")) {
+		t.Fatalf("installed manifest begins %q", text[:bytes.IndexByte(text, '\n')+1])
+	}
+	installed, err := manifest.Parse(manifest.EmbeddedSource, text, "/home/u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b bytes.Buffer
+	if err := installed.Encode(&a); err != nil {
+		t.Fatal(err)
+	}
+	if err := parseDefault(t).Encode(&b); err != nil {
+		t.Fatal(err)
+	}
+	if a.String() != b.String() {
+		t.Errorf("the installed manifest's values differ from the default's:\n%s\nwant\n%s", a.String(), b.String())
+	}
+	if bytes.Count(text, []byte("\n")) != bytes.Count(manifest.DefaultTOML(), []byte("\n")) {
+		t.Error("the installed header has another number of lines than the default's, so file:line errors would not match manifest show's line numbers")
+	}
+}

@@ -12,6 +12,7 @@
 package manifest
 
 import (
+	"bytes"
 	_ "embed"
 	"path/filepath"
 )
@@ -232,4 +233,22 @@ var defaultTOML []byte
 // may modify the returned slice.
 func DefaultTOML() []byte {
 	return append([]byte(nil), defaultTOML...)
+}
+
+// defaultHeader is how default.toml begins: it tells a reader of the
+// embedded default (`guard manifest show`) where a copy to edit goes.
+const defaultHeader = "# guard's default manifest. Copy it to ~/.config/guard/manifest.toml (or\n" +
+	"# point GUARD_MANIFEST at a copy) to change it; `guard manifest check` validates.\n"
+
+// installedHeader replaces defaultHeader in the copy guard install writes,
+// which is already that copy.
+const installedHeader = "# guard's manifest, written by guard install from its embedded default.\n" +
+	"# Edit it here to change what guard does; `guard manifest check` validates.\n"
+
+// InstalledTOML returns the text guard install writes as the user's
+// manifest: the embedded default under a header that says it is the file
+// to edit. The caller may modify the returned slice.
+func InstalledTOML() []byte {
+	body, _ := bytes.CutPrefix(defaultTOML, []byte(defaultHeader))
+	return append([]byte(installedHeader), body...)
 }

@@ -34,7 +34,7 @@ func installOptions(c *guard.Config) install.Options {
 		Self:            c.Self,
 		Tools:           sortedKeys(c.M.Tools),
 		ManifestPath:    c.ManifestPath,
-		DefaultManifest: manifest.DefaultTOML(),
+		DefaultManifest: manifest.InstalledTOML(),
 		System:          systemDirs(c),
 	}
 }
