@@ -100,7 +100,7 @@ func TestDefaultManifest(t *testing.T) {
 		t.Errorf("swarm %+v", m.Swarm)
 	}
 	auth := m.Auth["clawhub"]
-	if auth == nil || auth.Env != "CLAWHUB_CONFIG_PATH" || auth.Hint == "" ||
+	if auth == nil || auth.Env != "CLAWHUB_CONFIG_PATH" || auth.Hint == "" || auth.For == "" ||
 		!slices.Equal(auth.Files, []string{"/home/u/.clawhub/TOKEN", "/home/u/.config/clawhub/config.json"}) {
 		t.Errorf("auth %+v", auth)
 	}

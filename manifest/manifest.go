@@ -123,6 +123,9 @@ type Auth struct {
 	Files []string `toml:"files,omitempty"`
 	Env   string   `toml:"env,omitempty"`
 	Hint  string   `toml:"hint,omitempty"`
+	// For is what needs the credential ("the ClawHub CLI, to publish ..."):
+	// guard itself never does, so status says that only For needs it.
+	For string `toml:"for,omitempty"`
 }
 
 // Self names where guard's own executable can be fetched when a sandbox

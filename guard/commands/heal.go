@@ -282,7 +282,7 @@ func (h *healer) auth() {
 			h.add("auth", name, "ok", a.Found)
 			continue
 		}
-		h.add("auth", name, "missing", "never blocks a call: "+a.Hint)
+		h.add("auth", name, "missing", a.missingNote()+": "+a.Hint)
 		if !h.dryRun {
 			h.e.Event(heallog.Event{Level: "warn", Event: "auth.missing", Tool: name, Reason: a.Hint, Result: "missing"})
 		}

@@ -116,6 +116,16 @@ type AuthState struct {
 	OK    bool   `json:"ok"`
 	Found string `json:"found,omitempty"`
 	Hint  string `json:"hint,omitempty"`
+	For   string `json:"for,omitempty"` // what needs it; nothing else does
+}
+
+// missingNote says what needs a missing credential (the manifest's for)
+// and that no call waits on it.
+func (a AuthState) missingNote() string {
+	if a.For == "" {
+		return "never blocks a call"
+	}
+	return "needed only by " + a.For + " (nothing else needs it; never blocks a call)"
 }
 
 // CacheState is the prompt cache's figures.

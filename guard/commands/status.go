@@ -201,5 +201,5 @@ func modelState(e *guard.Engine, m *manifest.Model) ModelState {
 
 func authState(c *guard.Config, a *manifest.Auth) AuthState {
 	ok, found := auth.Check(a, c.Home, c.Getenv)
-	return AuthState{Name: a.Name, OK: ok, Found: found, Hint: a.Hint}
+	return AuthState{Name: a.Name, OK: ok, Found: found, Hint: a.Hint, For: a.For}
 }

@@ -161,7 +161,11 @@ func (p *printer) print(out io.Writer, r *Report) {
 		for _, a := range r.Auth {
 			state := p.paint(green, "ok") + " " + p.tilde(a.Found)
 			if !a.OK {
-				state = p.paint(yellow, "missing") + " (never blocks a call): " + p.tildeAll(a.Hint)
+				note := " (" + a.missingNote() + ")"
+				if a.For != "" {
+					note = ", " + a.missingNote()
+				}
+				state = p.paint(yellow, "missing") + p.tildeAll(note+": "+a.Hint)
 			}
 			fmt.Fprintf(tw, "  %s\t%s\n", printable(a.Name), state)
 		}

@@ -85,6 +85,7 @@ type documentedReport struct {
 		OK    bool   `json:"ok"`
 		Found string `json:"found"`
 		Hint  string `json:"hint"`
+		For   string `json:"for"`
 	} `json:"auth"`
 	Cache struct {
 		Entries      int     `json:"entries"`
