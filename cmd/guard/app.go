@@ -250,7 +250,7 @@ var uninstallCommand = &cli.Command{
 
 var statusCommand = &cli.Command{
 	Name:      "status",
-	Usage:     "show shims, real targets, builds, packages, models, auth, cache and the last heal events; exit 1 when something needs healing",
+	Usage:     "show shims, real targets, builds, packages, models, auth, cache and the last heal events; exit 1 only when something that was here is broken or guard's setup is off (not fetched yet is exit 0)",
 	UsageText: usage("guard status [--json] [--events N] [--since 1h]", "guard status --events 20 --since 2h"),
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in docs/status-json.md)"},

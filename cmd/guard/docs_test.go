@@ -220,3 +220,21 @@ func headingAnchors(text string) map[string]bool {
 	}
 	return anchors
 }
+
+// TestStatusHelpSaysWhatReadmeSays: `guard --help` and `guard status --help`
+// give status's exit rule in the README's words, so that neither can say
+// "exit 1 when something needs healing" while a fresh install exits 0.
+func TestStatusHelpSaysWhatReadmeSays(t *testing.T) {
+	_, rule, ok := strings.Cut(statusCommand.Usage, "; ")
+	if !ok || !strings.HasPrefix(rule, "exit ") {
+		t.Fatalf("status's usage %q has no exit rule after its purpose", statusCommand.Usage)
+	}
+	data, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := strings.Join(strings.Fields(string(data)), " ")
+	if !strings.Contains(readme, "`guard status`: "+rule) {
+		t.Errorf("README.md does not say %q of guard status; the help and the README must agree", "`guard status`: "+rule)
+	}
+}
