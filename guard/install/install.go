@@ -305,12 +305,15 @@ func Uninstall(o Options) (*Report, error) {
 	}
 	for _, rc := range rcFiles {
 		p := filepath.Join(o.Home, rc.name)
-		changed, err := removeBlock(p)
+		done, err := removeBlock(p)
 		if err != nil {
 			return r, err
 		}
-		if changed {
+		switch done {
+		case removedBlock:
 			r.did("removed the PATH block from %s", p)
+		case removedFile:
+			r.did("removed %s, which guard install had created (nothing else was in it)", p)
 		}
 	}
 	for _, p := range o.hooks().all() {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -120,11 +121,20 @@ func TestUninstallRemovesTheStartUpFilesItCreated(t *testing.T) {
 	if _, err := install.Install(o); err != nil { // twice changes nothing, the mark included
 		t.Fatal(err)
 	}
-	if _, err := install.Uninstall(o); err != nil {
+	r, err := install.Uninstall(o)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(home, ".bashrc")); !os.IsNotExist(err) {
 		t.Errorf("~/.bashrc that install created is still there: %v", err)
+	}
+	// The report says what was done to each: the file removed, or the block.
+	bashrc, profile := filepath.Join(home, ".bashrc"), filepath.Join(home, ".profile")
+	if want := "removed " + bashrc + ", which guard install had created (nothing else was in it)"; !slices.Contains(r.Changes, want) {
+		t.Errorf("uninstall reported %q; want %q", r.Changes, want)
+	}
+	if want := "removed the PATH block from " + profile; !slices.Contains(r.Changes, want) {
+		t.Errorf("uninstall reported %q; want %q", r.Changes, want)
 	}
 	if b, err := os.ReadFile(filepath.Join(home, ".profile")); err != nil || len(b) != 0 {
 		t.Errorf("~/.profile the person had: %q, %v", b, err)

@@ -180,28 +180,39 @@ func placeBlock(path, block string, where place) (bool, error) {
 	return true, nil
 }
 
-func removeBlock(path string) (bool, error) {
+// What removeBlock did to a start-up file.
+type removal int
+
+const (
+	removedNothing removal = iota // no block there
+	removedBlock                  // the block, the person's lines kept
+	removedFile                   // the file install created, nothing else in it
+)
+
+// removeBlock takes guard's block out of the start-up file at path, and
+// the file itself when install created it and nothing else is in it.
+func removeBlock(path string) (removal, error) {
 	old, err := readUserFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return removedNothing, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read %s: %w", path, err)
+		return removedNothing, fmt.Errorf("read %s: %w", path, err)
 	}
 	rest, found := cut(string(old))
 	if !found {
-		return false, nil
+		return removedNothing, nil
 	}
 	if strings.Contains(string(old), createdLine) && strings.TrimSpace(rest) == "" {
 		if err := os.Remove(path); err != nil {
-			return false, fmt.Errorf("remove %s: %w", path, err)
+			return removedNothing, fmt.Errorf("remove %s: %w", path, err)
 		}
-		return true, nil
+		return removedFile, nil
 	}
 	if err := writeUserFile(path, []byte(rest), 0o644); err != nil {
-		return false, fmt.Errorf("write %s: %w", path, err)
+		return removedNothing, fmt.Errorf("write %s: %w", path, err)
 	}
-	return true, nil
+	return removedBlock, nil
 }
 
 // cut removes every guard block from s.
