@@ -96,6 +96,11 @@ func TestDefaultManifest(t *testing.T) {
 			t.Errorf("packages[%s] = %q", cmd, m.Packages[cmd])
 		}
 	}
+	// The original tool's rule: a light prompt goes to SCOUT alone for 80
+	// to 120 tokens.
+	if m.Swarm.LightTokens < 80 || m.Swarm.LightTokens > 120 || m.Swarm.LightTokens != manifest.DefaultLightTokens || m.Swarm.FullTokens != manifest.DefaultFullTokens {
+		t.Errorf("swarm answer lengths: light %d, full %d", m.Swarm.LightTokens, m.Swarm.FullTokens)
+	}
 	if m.Swarm.LightWords != 8 || m.Swarm.Roles["SAGE"] != "r1" || m.Swarm.Timeouts["SAGE"].D() != 150*time.Second {
 		t.Errorf("swarm %+v", m.Swarm)
 	}

@@ -111,9 +111,11 @@ type ModelBudget struct {
 
 // Swarm configures `guard ask`.
 type Swarm struct {
-	LightWords int                 `toml:"light_words"`        // prompts up to this many words go to SCOUT only
-	Roles      map[string]string   `toml:"roles,omitempty"`    // swarm role -> model role
-	Timeouts   map[string]Duration `toml:"timeouts,omitempty"` // swarm role -> budget
+	LightWords  int                 `toml:"light_words"`        // prompts up to this many words go to SCOUT only
+	LightTokens int                 `toml:"light_tokens"`       // the answer length (-n) SCOUT alone gets for a light prompt
+	FullTokens  int                 `toml:"full_tokens"`        // the answer length every role (or --role) gets otherwise
+	Roles       map[string]string   `toml:"roles,omitempty"`    // swarm role -> model role
+	Timeouts    map[string]Duration `toml:"timeouts,omitempty"` // swarm role -> budget
 }
 
 // Auth says where a tool's credentials live, so status can tell a person

@@ -26,8 +26,12 @@ const (
 	DefaultHeal       = Duration(30 * time.Minute)
 	DefaultGrace      = Duration(3 * time.Second)
 	DefaultLightWords = 8
-	DefaultCacheBytes = 256 << 20
-	DefaultOutput     = "build" // a build recipe's output folder, below its dir
+	// A light prompt's answer: the original tool's rule is SCOUT alone,
+	// 80 to 120 tokens; a full one, every role, is longer.
+	DefaultLightTokens = 100
+	DefaultFullTokens  = 256
+	DefaultCacheBytes  = 256 << 20
+	DefaultOutput      = "build" // a build recipe's output folder, below its dir
 
 	// MaxBytes bounds a manifest file: far more than any fleet's (10,000
 	// tools is under 1 MiB), and a /dev/zero or a runaway generator is an
@@ -105,6 +109,8 @@ func (m *Manifest) fill() {
 	m.Budget.Heal = cmp.Or(m.Budget.Heal, DefaultHeal)
 	m.Budget.Grace = cmp.Or(m.Budget.Grace, DefaultGrace)
 	m.Swarm.LightWords = cmp.Or(m.Swarm.LightWords, DefaultLightWords)
+	m.Swarm.LightTokens = cmp.Or(m.Swarm.LightTokens, DefaultLightTokens)
+	m.Swarm.FullTokens = cmp.Or(m.Swarm.FullTokens, DefaultFullTokens)
 	m.Cache.MaxBytes = cmp.Or(m.Cache.MaxBytes, DefaultCacheBytes)
 	heal := m.Budget.Heal
 	if heal < 0 { // reported under budget.heal; do not repeat it for each build

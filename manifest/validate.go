@@ -303,6 +303,12 @@ func (c *checker) swarm(m *Manifest) {
 	if s.LightWords < 0 {
 		c.errorf(path("swarm", "light_words"), "must not be negative")
 	}
+	if s.LightTokens < 0 {
+		c.errorf(path("swarm", "light_tokens"), "must be a positive number of tokens")
+	}
+	if s.FullTokens < 0 {
+		c.errorf(path("swarm", "full_tokens"), "must be a positive number of tokens")
+	}
 	for name, role := range s.Roles {
 		if m.ModelByRole(role) == nil {
 			c.errorf(path("swarm", "roles", name), "no model with role %q", role)

@@ -191,6 +191,8 @@ func TestParseErrors(t *testing.T) {
 			`swarm.roles.SAGE: no model with role "r1"`},
 		{"swarm timeout for no role", "[swarm]\ntimeouts = { SCOUT = \"1m\" }\n", 2, "swarm.timeouts.SCOUT: no swarm role SCOUT in swarm.roles"},
 		{"negative light words", "[swarm]\nlight_words = -1\n", 2, "swarm.light_words: must not be negative"},
+		{"negative light tokens", "[swarm]\nlight_tokens = -1\n", 2, "swarm.light_tokens: must be a positive number of tokens"},
+		{"negative full tokens", "[swarm]\nlight_words = 8\nfull_tokens = -5\n", 3, "swarm.full_tokens: must be a positive number of tokens"},
 		{"negative cache size", "[cache]\nmax_bytes = -1\n", 2, "cache.max_bytes: must not be negative"},
 		{"auth file relative", "[auth.x]\nfiles = [\"~/a\", \"b\"]\n", 2, `auth.x.files[1]: "b" must be an absolute path or start with ~/`},
 		{"auth env", "[auth.x]\nenv = \"1X\"\n", 2, `auth.x.env: "1X" is not an environment variable name`},

@@ -32,12 +32,6 @@ type Answer struct {
 	Text     string  `json:"text"`
 }
 
-// Light answers are short: a casual question needs a line, not an essay.
-const (
-	lightTokens = 64
-	fullTokens  = 256
-)
-
 // Ask is `guard ask`: a short casual prompt goes to SCOUT alone; anything
 // else to every swarm role at once, each with its own budget and timeout
 // fallback, through the same heal, cache and runner path as the shims. A
@@ -108,21 +102,22 @@ func exampleRole(m *manifest.Manifest) string {
 }
 
 // swarmRoles picks the roles to ask and the answer length: light mode (SCOUT
-// alone, a short answer) for a prompt of fewer than light_words words with
-// no code in it.
+// alone, light_tokens: a casual question needs a line, not an essay) for a
+// prompt of fewer than light_words words with no code in it; otherwise
+// every role, full_tokens.
 func swarmRoles(m *manifest.Manifest, prompt, only string) ([]string, int) {
 	if only != "" {
 		if _, ok := m.Swarm.Roles[only]; !ok {
 			return nil, 0
 		}
-		return []string{only}, fullTokens
+		return []string{only}, m.Swarm.FullTokens
 	}
 	if isLight(prompt, m.Swarm.LightWords) {
 		if _, ok := m.Swarm.Roles["SCOUT"]; ok {
-			return []string{"SCOUT"}, lightTokens
+			return []string{"SCOUT"}, m.Swarm.LightTokens
 		}
 	}
-	return sortedKeys(m.Swarm.Roles), fullTokens
+	return sortedKeys(m.Swarm.Roles), m.Swarm.FullTokens
 }
 
 // isLight says whether a prompt is short and casual: under limit words and
