@@ -238,3 +238,57 @@ func TestStatusHelpSaysWhatReadmeSays(t *testing.T) {
 		t.Errorf("README.md does not say %q of guard status; the help and the README must agree", "`guard status`: "+rule)
 	}
 }
+
+// TestSkipsSayWhy: a test that does not run says so and why. In Go a skip
+// has a reason (t.Skip("…"), never a bare Skip or SkipNow); in a
+// testscript a condition only guards a skip with a reason ([!exec:fish]
+// skip 'fish is not installed …'), never a check that then silently does
+// not run.
+func TestSkipsSayWhy(t *testing.T) {
+	root := repoRoot()
+	bare := regexp.MustCompile(`\.(Skip\(\)|SkipNow\(\))`)
+	condLine := regexp.MustCompile(`^\[[^\]]+\]\s+(\S+)(.*)$`)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bin") {
+			return filepath.SkipDir
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case strings.HasSuffix(p, "_test.go"):
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for i, l := range strings.Split(string(data), "\n") {
+				if bare.MatchString(l) {
+					t.Errorf("%s:%d: a skip without a reason: say what did not run and why", rel, i+1)
+				}
+			}
+		case strings.HasSuffix(p, ".txtar") && strings.Contains(rel, "script"):
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for i, l := range strings.Split(string(data), "\n") {
+				if strings.HasPrefix(l, "-- ") {
+					break // the script ends where its files begin
+				}
+				m := condLine.FindStringSubmatch(l)
+				switch {
+				case m == nil:
+				case m[1] != "skip":
+					t.Errorf("%s:%d: %q runs only under its condition and says nothing otherwise; move it to a script that skips with a reason", rel, i+1, l)
+				case strings.TrimSpace(m[2]) == "":
+					t.Errorf("%s:%d: a skip without a reason: say what did not run and why", rel, i+1)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
