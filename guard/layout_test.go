@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -158,4 +159,62 @@ func cycles(graph map[string][]string) [][]string {
 		}
 	}
 	return out
+}
+
+// TestPackagesImportAsDocumented holds the packages to the import rule of
+// docs/contributing.md ("Who may import whom"): the engine calls the leaf
+// packages and they never call back. Each package of the module has a row
+// there, and imports of guard's own only the packages its row names.
+func TestPackagesImportAsDocumented(t *testing.T) {
+	const module = "github.com/sandbox-guard/guard"
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "contributing.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "## Who may import whom\n")
+	if !ok {
+		t.Fatal(`docs/contributing.md has no "Who may import whom" section`)
+	}
+	code := regexp.MustCompile("`([^`]+)`")
+	allowed := map[string][]string{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) != 4 || !strings.Contains(cells[1], "`") {
+			continue
+		}
+		var may []string
+		for _, m := range code.FindAllStringSubmatch(cells[2], -1) {
+			may = append(may, m[1])
+		}
+		for _, m := range code.FindAllStringSubmatch(cells[1], -1) {
+			allowed[m[1]] = may
+		}
+	}
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	short := func(path string) string {
+		return strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, imports, _ := strings.Cut(line, "\t")
+		pkg := short(path)
+		if pkg == "" {
+			pkg = "."
+		}
+		may, ok := allowed[pkg]
+		if !ok {
+			t.Errorf("%s has no row in docs/contributing.md's \"Who may import whom\": add one", pkg)
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			if strings.HasPrefix(imp, module+"/") && !slices.Contains(may, short(imp)) {
+				t.Errorf("%s imports %s, which its row in docs/contributing.md does not allow", pkg, short(imp))
+			}
+		}
+	}
 }

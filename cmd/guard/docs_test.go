@@ -292,3 +292,115 @@ func TestSkipsSayWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// repoPath matches a code span that names a file or folder of this
+// repository: it starts with one of the repository's top-level names.
+var repoPath = regexp.MustCompile("`((?:cmd|guard|manifest|shims|testdata|docs|\\.ci)/[^`\\s]*|install\\.sh|go\\.mod|README\\.md)`")
+
+// TestDocsNameFilesThatExist: every repository path a Markdown file names
+// in a code span exists (a pattern such as testdata/script/*.txtar matches
+// something), so a page cannot point at a file that moved.
+func TestDocsNameFilesThatExist(t *testing.T) {
+	root := repoRoot()
+	for _, file := range markdownFiles(t, root) {
+		rel, _ := filepath.Rel(root, file)
+		for i, l := range proseLines(readText(t, file)) {
+			for _, m := range repoPath.FindAllStringSubmatch(l, -1) {
+				name := strings.TrimSuffix(m[1], "/")
+				if matches, _ := filepath.Glob(filepath.Join(root, name)); len(matches) == 0 {
+					t.Errorf("%s:%d: names %s, which is not in the repository", rel, i+1, m[1])
+				}
+			}
+		}
+	}
+}
+
+// TestContributingIsTrue holds docs/contributing.md to the code: its fuzz
+// table lists exactly the Fuzz functions there are, package by package; the
+// tests and environment variables it names exist; the cmd/bench commands it
+// names are cmd/bench's; and CI runs the test command it and the README
+// show.
+func TestContributingIsTrue(t *testing.T) {
+	root := repoRoot()
+	doc := readText(t, filepath.Join(root, "docs", "contributing.md"))
+
+	listed := map[string]bool{}
+	row := regexp.MustCompile("^\\| `([a-z/]+)` \\| (`Fuzz[^|]*)\\|$")
+	for _, l := range strings.Split(doc, "\n") {
+		if m := row.FindStringSubmatch(l); m != nil {
+			for _, f := range regexp.MustCompile("`(Fuzz\\w+)`").FindAllStringSubmatch(m[2], -1) {
+				listed[m[1]+"."+f[1]] = true
+			}
+		}
+	}
+	have := map[string]bool{}
+	fuzz := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(`)
+	tests := map[string]bool{}
+	test := regexp.MustCompile(`(?m)^func (Test\w+)\(`)
+	var testCode strings.Builder
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, "_test.go") {
+			return err
+		}
+		text := readText(t, p)
+		testCode.WriteString(text)
+		pkg, _ := filepath.Rel(root, filepath.Dir(p))
+		for _, m := range fuzz.FindAllStringSubmatch(text, -1) {
+			have[pkg+"."+m[1]] = true
+		}
+		for _, m := range test.FindAllStringSubmatch(text, -1) {
+			tests[m[1]] = true
+		}
+		return nil
+	})
+	if len(have) == 0 {
+		t.Fatal("found no Fuzz functions")
+	}
+	for f := range have {
+		if !listed[f] {
+			t.Errorf("docs/contributing.md's fuzz table does not list %s", f)
+		}
+	}
+	for f := range listed {
+		if !have[f] {
+			t.Errorf("docs/contributing.md's fuzz table lists %s, which does not exist", f)
+		}
+	}
+
+	for _, m := range regexp.MustCompile("`(Test[A-Z]\\w*)`").FindAllStringSubmatch(doc, -1) {
+		if !tests[m[1]] {
+			t.Errorf("docs/contributing.md names %s, which is no test", m[1])
+		}
+	}
+	for _, m := range regexp.MustCompile(`\bGUARD_[A-Z_]+`).FindAllString(doc, -1) {
+		if !strings.Contains(testCode.String(), `"`+m+`"`) {
+			t.Errorf("docs/contributing.md names %s, which no test reads", m)
+		}
+	}
+	bench := readText(t, filepath.Join(root, "cmd", "bench", "main.go"))
+	for _, m := range regexp.MustCompile("go run \\./cmd/bench (\\w+)").FindAllStringSubmatch(doc, -1) {
+		if !regexp.MustCompile(`(?m)^  ` + m[1] + ` `).MatchString(bench) {
+			t.Errorf("docs/contributing.md runs go run ./cmd/bench %s, which is not a cmd/bench command", m[1])
+		}
+	}
+
+	const command = "go test -race ./..."
+	ci := readText(t, filepath.Join(root, ".ci", "run"))
+	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(command) + `$`).MatchString(ci) {
+		t.Errorf(".ci/run does not run %q", command)
+	}
+	for _, page := range []string{"README.md", "docs/contributing.md"} {
+		if !strings.Contains(readText(t, filepath.Join(root, page)), "\n"+command+"     # the tests") {
+			t.Errorf("%s does not show the test command %q", page, command)
+		}
+	}
+}
+
+func readText(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
