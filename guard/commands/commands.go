@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -41,8 +42,9 @@ func installOptions(c *guard.Config) install.Options {
 
 // InstallFlags are `guard install`'s flags.
 type InstallFlags struct {
-	ShimDir string // --shim-dir: "" keeps the configured folder
-	Source  string // --source: guard's source folder (install.sh passes it)
+	ShimDir string          // --shim-dir: "" keeps the configured folder
+	Source  string          // --source: guard's source folder (install.sh passes it)
+	Release install.Release // --release-url and --release-sha256: the archive install.sh installed from
 	NoRC    bool
 	Force   bool
 	BashEnv bool
@@ -100,18 +102,28 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 	if filepath.Clean(o.ShimDir) != filepath.Clean(c.M.ShimDir) {
 		o.RecordShimDir = tilde(c.Home, o.ShimDir) // the manifest's spelling: ~/ below home
 	}
-	if f.Source != "" {
+	// Where install.sh installed guard from: the last --source or
+	// --release given wins; a guard install by hand keeps what was recorded.
+	switch rec := install.Recorded(c.StateDir); {
+	case f.Source != "":
 		abs, err := filepath.Abs(f.Source)
 		if err != nil {
 			return fmt.Errorf("install: --source %s: %w", f.Source, err)
 		}
 		o.Restore.Source = abs
-	} else if _, src := install.Recorded(c.StateDir); src != "" {
-		o.Restore.Source = src // a guard install by hand keeps what install.sh recorded
+	case f.Release.URL != "":
+		if !sha256Hex.MatchString(f.Release.SHA256) {
+			return fmt.Errorf("install: --release-url needs --release-sha256 with the archive's 64-hex-digit sha256, got %q", f.Release.SHA256)
+		}
+		o.Restore.Release = f.Release
+	default:
+		o.Restore.Source, o.Restore.Release = rec.Source, rec.Release
 	}
 	o.Restore.Go, _ = resolve.LookPath("go", c.PathEnv)
 	if c.M.Self != nil {
 		o.Restore.URLs, o.Restore.SHA256 = c.M.Self.URLs, c.M.Self.SHA256
+	} else if r := o.Restore.Release; r.URL != "" {
+		o.Restore.URLs, o.Restore.SHA256 = []string{r.URL}, r.SHA256 // [self] in the manifest wins
 	}
 	if f.Prewarm {
 		o.Artifacts = artifacts(e)
@@ -149,6 +161,8 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 	fmt.Fprintln(out, "then: guard status")
 	return nil
 }
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // restoreSources says, in one line, what brings guard back at shell start.
 func restoreSources(o install.Options) string {
