@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // installerTools are the commands install.sh and restore.sh need from a
@@ -221,4 +223,34 @@ func TestInstallRefuses(t *testing.T) {
 			s.untouched()
 		})
 	}
+}
+
+// TestInstallFromLatest: installed from the release page's latest/download
+// folder, guard records the version's own URL, which keeps naming the
+// same archive after a newer release.
+func TestInstallFromLatest(t *testing.T) {
+	dist := makeDist(t)
+	mux := http.NewServeMux()
+	mux.Handle("/releases/latest/download/", http.StripPrefix("/releases/latest/download/", http.FileServer(http.Dir(dist))))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	s := newSandbox(t)
+	code, out := s.install("--from", srv.URL+"/releases/latest/download", "--no-rc")
+	if code != 0 {
+		t.Fatalf("install.sh exited %d:\n%s", code, out)
+	}
+	want := srv.URL + "/releases/download/v" + testVersion + "/" + ArchiveName(testVersion, runtime.GOARCH)
+	if got := readMarker(t, s); !strings.Contains(got, "release ") || !strings.HasSuffix(strings.TrimSpace(got), " "+want) {
+		t.Errorf("install marker %q does not record %s", got, want)
+	}
+}
+
+// readMarker is guard's install marker in the sandbox's state folder.
+func readMarker(t *testing.T, s *sandbox) string {
+	t.Helper()
+	b, err := os.ReadFile(state.Layout{Dir: filepath.Join(filepath.Dir(s.home), "state")}.Installed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
