@@ -148,9 +148,9 @@ func (c *checker) self(s *Self) {
 	}
 	switch {
 	case s.SHA256 == "" && len(s.URLs) > 0:
-		c.errorf(path("self", "urls"), "needs sha256: the sha256 of the guard executable the URLs serve (sha256sum bin/guard)")
+		c.errorf(path("self", "urls"), "needs sha256: the sha256 of the guard executable the URLs serve (sha256sum bin/guard), or of the release archive when they end .tar.gz")
 	case s.SHA256 != "" && !IsSHA256(s.SHA256):
-		c.errorf(path("self", "sha256"), "must be 64 hex characters: the sha256 of the guard executable the URLs serve")
+		c.errorf(path("self", "sha256"), "must be 64 hex characters: the sha256 of the guard executable the URLs serve, or of the release archive when they end .tar.gz")
 	default:
 		s.SHA256 = strings.ToLower(s.SHA256)
 	}

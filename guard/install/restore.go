@@ -18,6 +18,10 @@ type Restore struct {
 	Release Release  // the release archive install.sh installed from, recorded in the install marker
 }
 
+// InstallerURL is the verified installer of guard's latest release
+// (docs/install.md).
+const InstallerURL = "https://github.com/sandbox-guard/guard/releases/latest/download/install.sh"
+
 // Release is a release archive guard was installed from: where install.sh
 // fetched it and the sha256 checksums.txt gave it.
 type Release struct{ URL, SHA256 string }
@@ -26,6 +30,9 @@ type Release struct{ URL, SHA256 string }
 func (r Restore) hint() string {
 	if r.Source != "" {
 		return "cd " + shellQuote(r.Source) + " && ./install.sh"
+	}
+	if r.Release.URL != "" {
+		return "reinstall guard from its release: curl -fsSL " + InstallerURL + " | sh"
 	}
 	return "reinstall guard (./install.sh in its source folder), or name a copy in the manifest's [self] urls and sha256"
 }
