@@ -14,7 +14,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 
@@ -112,7 +111,10 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 		}
 		o.Restore.Source = abs
 	case f.Release.URL != "":
-		if !sha256Hex.MatchString(f.Release.SHA256) {
+		if why := manifest.CheckURL(f.Release.URL); why != "" {
+			return fmt.Errorf("install: --release-url: %s", why)
+		}
+		if !manifest.IsSHA256(f.Release.SHA256) {
 			return fmt.Errorf("install: --release-url needs --release-sha256 with the archive's 64-hex-digit sha256, got %q", f.Release.SHA256)
 		}
 		o.Restore.Release = f.Release
@@ -161,8 +163,6 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 	fmt.Fprintln(out, "then: guard status")
 	return nil
 }
-
-var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // restoreSources says, in one line, what brings guard back at shell start.
 func restoreSources(o install.Options) string {
