@@ -12,7 +12,6 @@ import (
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/commands"
-	"github.com/sandbox-guard/guard/guard/install"
 )
 
 // version, commit and date are stamped at build time with -ldflags "-X
@@ -256,8 +255,8 @@ var installCommand = &cli.Command{
 	Action: withEngineAsIs(func(ctx *cli.Context, e *guard.Engine) error {
 		return commands.Install(e, e.Config().Stdout, commands.InstallFlags{
 			ShimDir: ctx.String("shim-dir"), Source: ctx.String("source"),
-			Release: install.Release{URL: ctx.String("release-url"), SHA256: strings.ToLower(ctx.String("release-sha256"))},
-			NoRC:    ctx.Bool("no-rc"), Force: ctx.Bool("force"),
+			ReleaseURL: ctx.String("release-url"), ReleaseSHA256: ctx.String("release-sha256"),
+			NoRC: ctx.Bool("no-rc"), Force: ctx.Bool("force"),
 			BashEnv: ctx.Bool("bash-env"), Prewarm: ctx.Bool("prewarm"), System: ctx.Bool("system"),
 		})
 	}),

@@ -41,14 +41,15 @@ func installOptions(c *guard.Config) install.Options {
 
 // InstallFlags are `guard install`'s flags.
 type InstallFlags struct {
-	ShimDir string          // --shim-dir: "" keeps the configured folder
-	Source  string          // --source: guard's source folder (install.sh passes it)
-	Release install.Release // --release-url and --release-sha256: the archive install.sh installed from
-	NoRC    bool
-	Force   bool
-	BashEnv bool
-	Prewarm bool
-	System  bool
+	ShimDir       string // --shim-dir: "" keeps the configured folder
+	Source        string // --source: guard's source folder (install.sh passes it)
+	ReleaseURL    string // --release-url: the release archive install.sh installed from
+	ReleaseSHA256 string // --release-sha256: its sha256
+	NoRC          bool
+	Force         bool
+	BashEnv       bool
+	Prewarm       bool
+	System        bool
 }
 
 // systemRootVar prefixes the folders --system writes (/usr/local/bin,
@@ -110,14 +111,14 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 			return fmt.Errorf("install: --source %s: %w", f.Source, err)
 		}
 		o.Restore.Source = abs
-	case f.Release.URL != "":
-		if why := manifest.CheckURL(f.Release.URL); why != "" {
+	case f.ReleaseURL != "":
+		if why := manifest.CheckURL(f.ReleaseURL); why != "" {
 			return fmt.Errorf("install: --release-url: %s", why)
 		}
-		if !manifest.IsSHA256(f.Release.SHA256) {
-			return fmt.Errorf("install: --release-url needs --release-sha256 with the archive's 64-hex-digit sha256, got %q", f.Release.SHA256)
+		if !manifest.IsSHA256(f.ReleaseSHA256) {
+			return fmt.Errorf("install: --release-url needs --release-sha256 with the archive's 64-hex-digit sha256, got %q", f.ReleaseSHA256)
 		}
-		o.Restore.Release = f.Release
+		o.Restore.Release = install.Release{URL: f.ReleaseURL, SHA256: strings.ToLower(f.ReleaseSHA256)}
 	default:
 		o.Restore.Source, o.Restore.Release = rec.Source, rec.Release
 	}
