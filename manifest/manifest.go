@@ -135,8 +135,8 @@ type Auth struct {
 // into the restore script the PATH block runs (docs/surviving-eviction.md, "Surviving
 // the eviction of guard itself").
 type Self struct {
-	URLs   []string `toml:"urls,omitempty"`   // tried in order; file:// for a fleet mirror
-	SHA256 string   `toml:"sha256,omitempty"` // required with urls: the executable is run as is
+	URLs   []string `toml:"urls,omitempty"`   // tried in order; file:// for a fleet mirror; one ending .tar.gz is a release archive holding guard
+	SHA256 string   `toml:"sha256,omitempty"` // required with urls: of the executable (run as is) or of the archive
 }
 
 // CacheConf bounds the prompt cache.

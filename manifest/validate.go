@@ -142,15 +142,15 @@ func (c *checker) check(m *Manifest) {
 // any other check, so its sha256 is not optional the way a model's is.
 func (c *checker) self(s *Self) {
 	for k, u := range s.URLs {
-		if why := checkURL(u); why != "" {
+		if why := CheckURL(u); why != "" {
 			c.errorf(path("self", "urls").index(k), "%s", why)
 		}
 	}
 	switch {
 	case s.SHA256 == "" && len(s.URLs) > 0:
-		c.errorf(path("self", "urls"), "needs sha256: the sha256 of the guard executable the URLs serve (sha256sum bin/guard)")
+		c.errorf(path("self", "urls"), "needs sha256: the sha256 of the guard executable the URLs serve (sha256sum bin/guard), or of the release archive when they end .tar.gz")
 	case s.SHA256 != "" && !IsSHA256(s.SHA256):
-		c.errorf(path("self", "sha256"), "must be 64 hex characters: the sha256 of the guard executable the URLs serve")
+		c.errorf(path("self", "sha256"), "must be 64 hex characters: the sha256 of the guard executable the URLs serve, or of the release archive when they end .tar.gz")
 	default:
 		s.SHA256 = strings.ToLower(s.SHA256)
 	}
@@ -165,7 +165,7 @@ func (c *checker) build(b *Build) {
 		}
 	}
 	if b.Repo != "" {
-		if why := checkURL(b.Repo); why != "" {
+		if why := CheckURL(b.Repo); why != "" {
 			c.errorf(path("builds", b.Name, "repo"), "%s", why)
 		}
 	}
@@ -278,7 +278,7 @@ func (c *checker) model(m *Manifest, i int) {
 		}
 	}
 	for k, u := range md.URLs {
-		if why := checkURL(u); why != "" {
+		if why := CheckURL(u); why != "" {
 			c.errorf(modelPath(i, "urls").index(k), "%s", why)
 		}
 	}
@@ -348,10 +348,11 @@ func (c *checker) pathError(p keyPath, v string) {
 	c.errorf(p, "%q must be an absolute path or start with ~/", v)
 }
 
-// checkURL says why a download or clone URL is not allowed, or returns "".
+// CheckURL says why a download or clone URL is not allowed, or returns ""
+// (also for the release archive guard install records).
 // Plain http is allowed only to loopback, where nothing on the network can
 // swap the bytes; sha256 pins are optional, so https is the real guard.
-func checkURL(raw string) string {
+func CheckURL(raw string) string {
 	if raw == "" {
 		return "empty URL"
 	}

@@ -144,9 +144,9 @@ func TestParseErrors(t *testing.T) {
 
 		// [self]
 		{"self urls without sha256", "[self]\nurls = [\"file:///srv/guard\"]\n", 2,
-			"self.urls: needs sha256: the sha256 of the guard executable the URLs serve (sha256sum bin/guard)"},
+			"self.urls: needs sha256: the sha256 of the guard executable the URLs serve (sha256sum bin/guard), or of the release archive when they end .tar.gz"},
 		{"self short sha256", "[self]\nurls = [\"file:///srv/guard\"]\nsha256 = \"abc\"\n", 3,
-			"self.sha256: must be 64 hex characters: the sha256 of the guard executable the URLs serve"},
+			"self.sha256: must be 64 hex characters: the sha256 of the guard executable the URLs serve, or of the release archive when they end .tar.gz"},
 		{"self url over http", "[self]\nurls = [\"http://h.example/guard\"]\nsha256 = \"" + strings.Repeat("a", 64) + "\"\n", 2,
 			`self.urls[0]: "http://h.example/guard" uses plain http, which is allowed only for loopback hosts (127.0.0.0/8, localhost, [::1]): use https`},
 		{"self unknown key", "[self]\nurl = \"file:///srv/guard\"\n", 2, "unknown key self.url (did you mean urls?)"},

@@ -14,8 +14,14 @@ import (
 	"github.com/sandbox-guard/guard/guard/commands"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, commit and date are stamped at build time with -ldflags "-X
+// main.version=... -X main.commit=... -X main.date=..." (install.sh stamps
+// the version, a release all three; docs/install.md).
+var (
+	version = "dev"
+	commit  = ""
+	date    = ""
+)
 
 func runApp(w guard.World, args []string) int {
 	app := newApp(w)
@@ -172,19 +178,33 @@ func suggestCommand(commands []*cli.Command, word string) string {
 	return s
 }
 
+// versionString is what guard --version prints: the version, the commit
+// (the stamped one, else the one go build recorded from the checkout) and
+// the Go release, then the build date when a release stamped it. A
+// `go install MODULE@vX` build has no stamp: the module's version stands in.
 func versionString() string {
-	commit := "unknown"
+	v, c := version, commit
 	if info, ok := debug.ReadBuildInfo(); ok {
+		if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
+		}
 		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" {
-				commit = s.Value
-				if len(commit) > 12 {
-					commit = commit[:12]
-				}
+			if s.Key == "vcs.revision" && c == "" {
+				c = s.Value
 			}
 		}
 	}
-	return fmt.Sprintf("%s (commit %s, %s)", version, commit, runtime.Version())
+	if c == "" {
+		c = "unknown"
+	}
+	if len(c) > 12 {
+		c = c[:12]
+	}
+	s := fmt.Sprintf("%s (commit %s, %s", v, c, runtime.Version())
+	if date != "" {
+		s += ", built " + date
+	}
+	return s + ")"
 }
 
 // worldOf is the World the app was started in, verbose when the global
@@ -219,7 +239,7 @@ func engine(ctx *cli.Context, repair bool) (*guard.Engine, error) {
 var installCommand = &cli.Command{
 	Name:  "install",
 	Usage: "put guard first in PATH: copy it to the shim folder, link every manifest tool to it, add the PATH block to the shell start-up files",
-	UsageText: usage("guard install [--shim-dir D] [--no-rc] [--force] [--bash-env] [--prewarm] [--system] [--source DIR]",
+	UsageText: usage("guard install [--shim-dir D] [--no-rc] [--force] [--bash-env] [--prewarm] [--system] [--source DIR | --release-url URL --release-sha256 HEX]",
 		"guard install --bash-env && export PATH=\"$HOME/.shim:$PATH\""),
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "shim-dir", Usage: "where the shims go (made absolute and recorded in the manifest)", EnvVars: []string{"GUARD_SHIM_DIR"}},
@@ -229,10 +249,13 @@ var installCommand = &cli.Command{
 		&cli.BoolFlag{Name: "prewarm", Usage: "at shell start, heal in the background what the manifest keeps when something is missing"},
 		&cli.BoolFlag{Name: "system", Usage: "for root sandboxes: the shims in /usr/local/lib/guard, links in /usr/local/bin, /etc/profile.d/guard.sh"},
 		&cli.StringFlag{Name: "source", Usage: "guard's source folder, rebuilt at shell start if guard is evicted (install.sh passes it)"},
+		&cli.StringFlag{Name: "release-url", Usage: "the release archive guard was installed from, fetched again at shell start if guard is evicted (install.sh passes it)"},
+		&cli.StringFlag{Name: "release-sha256", Usage: "that archive's sha256, checked before it is unpacked"},
 	},
 	Action: withEngineAsIs(func(ctx *cli.Context, e *guard.Engine) error {
 		return commands.Install(e, e.Config().Stdout, commands.InstallFlags{
 			ShimDir: ctx.String("shim-dir"), Source: ctx.String("source"),
+			ReleaseURL: ctx.String("release-url"), ReleaseSHA256: ctx.String("release-sha256"),
 			NoRC: ctx.Bool("no-rc"), Force: ctx.Bool("force"),
 			BashEnv: ctx.Bool("bash-env"), Prewarm: ctx.Bool("prewarm"), System: ctx.Bool("system"),
 		})

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -30,11 +31,17 @@ type skillMeta struct {
 			AnyBins []string `json:"anyBins"`
 		} `json:"requires"`
 		Install []struct {
-			ID     string   `json:"id"`
-			Kind   string   `json:"kind"`
-			Module string   `json:"module"`
-			Bins   []string `json:"bins"`
-			Label  string   `json:"label"`
+			ID      string   `json:"id"`
+			Kind    string   `json:"kind"`
+			Label   string   `json:"label"`
+			OS      []string `json:"os"`
+			Bins    []string `json:"bins"`
+			Package string   `json:"package"`
+			Module  string   `json:"module"`
+			URL     string   `json:"url"`
+			Archive string   `json:"archive"`
+			Extract bool     `json:"extract"`
+			SHA256  string   `json:"sha256"`
 		} `json:"install"`
 	} `json:"openclaw"`
 }
@@ -43,8 +50,9 @@ type skillMeta struct {
 // SKILL.md frontmatter parses the way OpenClaw reads it (single-line keys,
 // metadata a one-line JSON object); whose gating does not need the guard
 // binary (a sandbox that evicted guard is when the skill is needed); whose
-// install steps work from this repository (./install.sh, not a go install
-// of a module path the Go proxy does not serve); and whose body teaches
+// installers are the npm package and go install (a release adds its
+// verified downloads) and whose install steps name the verified installer
+// and ./install.sh; and whose body teaches
 // guard install, status and heal, the exit statuses, and what guard status
 // says on a fresh install and what a full heal costs, as they are.
 func TestOpenClawSkill(t *testing.T) {
@@ -94,20 +102,48 @@ func TestOpenClawSkill(t *testing.T) {
 			t.Errorf("os %q is not one OpenClaw knows", system)
 		}
 	}
-	// A go installer would `go install` a module path the Go proxy does
-	// not serve, and would give a dynamically linked "dev" build in
-	// ~/go/bin that no PATH block restores.
-	for _, in := range oc.Install {
-		t.Errorf("install entry %+v: guard installs from a checkout (./install.sh); no OpenClaw installer kind can do that", in)
-	}
-	if module := skillGoModule(t, root); module != "github.com/sandbox-guard/guard" {
+	// This copy's installers: the npm package and go install of the
+	// command, each with the field OpenClaw needs for its kind (it drops
+	// an entry without it). The download entries, which carry a release's
+	// sha256, are only in the copy a release ships (cmd/release skill).
+	module := skillGoModule(t, root)
+	if module != "github.com/sandbox-guard/guard" {
 		t.Errorf("go.mod names module %q; the skill's homepage says github.com/sandbox-guard/guard", module)
 	}
-	if _, err := os.Stat(filepath.Join(root, "install.sh")); err != nil || !strings.Contains(body, "./install.sh") {
-		t.Errorf("the skill's install step must be this repository's ./install.sh (%v)", err)
+	kinds := map[string]bool{}
+	for _, in := range oc.Install {
+		kinds[in.Kind] = true
+		if in.ID == "" || in.Label == "" || !slices.Equal(in.Bins, []string{"guard"}) || !slices.Equal(in.OS, []string{"linux"}) {
+			t.Errorf("install entry %+v: want an id, a label, bins [guard] and os [linux]", in)
+		}
+		switch in.Kind {
+		case "node":
+			if in.Package != "@sandbox-guard/guard" {
+				t.Errorf("node installer package %q, want the npm launcher @sandbox-guard/guard", in.Package)
+			}
+		case "go":
+			if in.Module != module+"/cmd/guard@latest" {
+				t.Errorf("go installer module %q, want %s/cmd/guard@latest", in.Module, module)
+			}
+		default:
+			t.Errorf("install entry %+v: the repository's copy has node and go installers only; a release adds its downloads", in)
+		}
 	}
-	if strings.Contains(body, "go install github.com") {
-		t.Error("the skill still offers go install")
+	if !kinds["node"] || !kinds["go"] {
+		t.Errorf("the skill's installers are %v, want node and go", kinds)
+	}
+	if _, err := os.Stat(filepath.Join(root, "install.sh")); err != nil || !strings.Contains(body, "./install.sh") || !strings.Contains(body, "/releases/latest/download/install.sh | sh") {
+		t.Errorf("the skill's install steps must be the release's verified installer and this repository's ./install.sh (%v)", err)
+	}
+	// The exit statuses agree with the README: a bad manifest makes a shim
+	// call run the tool unguarded, never 125; only chmod +x fixes 126.
+	for _, row := range strings.Split(body, "\n") {
+		if strings.HasPrefix(row, "| 126 |") && (!strings.Contains(row, "chmod +x") || strings.Contains(row, "then `guard heal`")) {
+			t.Errorf("the 126 row must say chmod +x fixes it: %s", row)
+		}
+		if strings.HasPrefix(row, "| 125 |") && !strings.Contains(row, "runs unguarded") {
+			t.Errorf("the 125 row must say a bad manifest makes the tool run unguarded, not 125: %s", row)
+		}
 	}
 
 	flat := strings.Join(strings.Fields(body), " ") // a phrase may wrap

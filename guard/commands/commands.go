@@ -41,13 +41,15 @@ func installOptions(c *guard.Config) install.Options {
 
 // InstallFlags are `guard install`'s flags.
 type InstallFlags struct {
-	ShimDir string // --shim-dir: "" keeps the configured folder
-	Source  string // --source: guard's source folder (install.sh passes it)
-	NoRC    bool
-	Force   bool
-	BashEnv bool
-	Prewarm bool
-	System  bool
+	ShimDir       string // --shim-dir: "" keeps the configured folder
+	Source        string // --source: guard's source folder (install.sh passes it)
+	ReleaseURL    string // --release-url: the release archive install.sh installed from
+	ReleaseSHA256 string // --release-sha256: its sha256
+	NoRC          bool
+	Force         bool
+	BashEnv       bool
+	Prewarm       bool
+	System        bool
 }
 
 // systemRootVar prefixes the folders --system writes (/usr/local/bin,
@@ -100,18 +102,31 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 	if filepath.Clean(o.ShimDir) != filepath.Clean(c.M.ShimDir) {
 		o.RecordShimDir = tilde(c.Home, o.ShimDir) // the manifest's spelling: ~/ below home
 	}
-	if f.Source != "" {
+	// Where install.sh installed guard from: the last --source or
+	// --release given wins; a guard install by hand keeps what was recorded.
+	switch rec := install.Recorded(c.StateDir); {
+	case f.Source != "":
 		abs, err := filepath.Abs(f.Source)
 		if err != nil {
 			return fmt.Errorf("install: --source %s: %w", f.Source, err)
 		}
 		o.Restore.Source = abs
-	} else if _, src := install.Recorded(c.StateDir); src != "" {
-		o.Restore.Source = src // a guard install by hand keeps what install.sh recorded
+	case f.ReleaseURL != "":
+		if why := manifest.CheckURL(f.ReleaseURL); why != "" {
+			return fmt.Errorf("install: --release-url: %s", why)
+		}
+		if !manifest.IsSHA256(f.ReleaseSHA256) {
+			return fmt.Errorf("install: --release-url needs --release-sha256 with the archive's 64-hex-digit sha256, got %q", f.ReleaseSHA256)
+		}
+		o.Restore.Release = install.Release{URL: f.ReleaseURL, SHA256: strings.ToLower(f.ReleaseSHA256)}
+	default:
+		o.Restore.Source, o.Restore.Release = rec.Source, rec.Release
 	}
 	o.Restore.Go, _ = resolve.LookPath("go", c.PathEnv)
 	if c.M.Self != nil {
 		o.Restore.URLs, o.Restore.SHA256 = c.M.Self.URLs, c.M.Self.SHA256
+	} else if r := o.Restore.Release; r.URL != "" {
+		o.Restore.URLs, o.Restore.SHA256 = []string{r.URL}, r.SHA256 // [self] in the manifest wins
 	}
 	if f.Prewarm {
 		o.Artifacts = artifacts(e)

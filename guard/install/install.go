@@ -148,6 +148,9 @@ func Install(o Options) (*Report, error) {
 	if o.Restore.Source != "" {
 		text += sourcePrefix + o.Restore.Source + "\n"
 	}
+	if r := o.Restore.Release; r.URL != "" {
+		text += releasePrefix + r.SHA256 + " " + r.URL + "\n"
+	}
 	if b, _ := readMarker(o.StateDir); string(b) != text {
 		if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 			return r, fmt.Errorf("record install: %w", err)
@@ -160,24 +163,40 @@ func Install(o Options) (*Report, error) {
 }
 
 // sourcePrefix starts the install marker's line that names guard's source
-// folder; the first line is the shim folder.
-const sourcePrefix = "source "
+// folder, releasePrefix the one that names the release archive (its
+// sha256, then its URL); the first line is the shim folder.
+const (
+	sourcePrefix  = "source "
+	releasePrefix = "release "
+)
 
-// Recorded reads the install marker: the shim folder the last install
-// used and the source folder it was given, so a later `guard install`
-// without --source keeps rebuilding from it.
-func Recorded(stateDir string) (shimDir, source string) {
+// Marker is what the install marker records: the shim folder the last
+// install used, and where install.sh installed guard from, so that a later
+// `guard install` without --source or --release keeps restoring from there.
+type Marker struct {
+	ShimDir string
+	Source  string
+	Release Release
+}
+
+// Recorded reads the install marker; a missing or unreadable one is a
+// zero Marker.
+func Recorded(stateDir string) Marker {
 	b, err := readMarker(stateDir)
 	if err != nil {
-		return "", ""
+		return Marker{}
 	}
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	m := Marker{ShimDir: lines[0]}
 	for _, l := range lines[1:] {
 		if v, ok := strings.CutPrefix(l, sourcePrefix); ok {
-			source = v
+			m.Source = v
+		}
+		if v, ok := strings.CutPrefix(l, releasePrefix); ok {
+			m.Release.SHA256, m.Release.URL, _ = strings.Cut(v, " ")
 		}
 	}
-	return lines[0], source
+	return m
 }
 
 // readMarker reads the install marker, guard's own file: a link or FIFO in

@@ -166,8 +166,8 @@ func TestRecordedDoesNotWaitOnAFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	guardtest.Within(t, "Recorded of a FIFO", func() {
-		if shims, src := install.Recorded(dir); shims != "" || src != "" {
-			t.Errorf("Recorded = %q, %q from a FIFO", shims, src)
+		if m := install.Recorded(dir); m != (install.Marker{}) {
+			t.Errorf("Recorded = %+v from a FIFO", m)
 		}
 	})
 }

@@ -61,7 +61,7 @@ func Repair(shimDir, stateDir, self string, tools []string, gen string) ([]strin
 	if _, err := os.Stat(shimDir); errors.Is(err, fs.ErrNotExist) {
 		// The marker names the folder install put guard in: a call that
 		// was told another folder must not build a second one.
-		if installed, _ := Recorded(stateDir); installed != shimDir {
+		if installed := Recorded(stateDir).ShimDir; installed != shimDir {
 			return nil, nil
 		}
 	}

@@ -7,18 +7,32 @@ import (
 
 // Restore says where guard's own executable comes back from when a sandbox
 // evicted it: the source folder install.sh ran from (rebuilt when Go is
-// there), else [self] urls with their pinned sha256.
+// there), else [self] urls with their pinned sha256, else the release
+// archive install.sh installed from. A url ending .tar.gz is a release
+// archive: restore.sh verifies it, unpacks guard from it and runs that.
 type Restore struct {
-	Source string   // guard's source folder, "" when guard was not installed by install.sh
-	Go     string   // the go executable found at install time, tried before PATH
-	URLs   []string // [self] urls
-	SHA256 string   // [self] sha256
+	Source  string   // guard's source folder, "" when guard was not installed by install.sh from a checkout
+	Go      string   // the go executable found at install time, tried before PATH
+	URLs    []string // [self] urls, else the release archive's
+	SHA256  string   // their sha256
+	Release Release  // the release archive install.sh installed from, recorded in the install marker
 }
+
+// InstallerURL is the verified installer of guard's latest release
+// (docs/install.md).
+const InstallerURL = "https://github.com/sandbox-guard/guard/releases/latest/download/install.sh"
+
+// Release is a release archive guard was installed from: where install.sh
+// fetched it and the sha256 checksums.txt gave it.
+type Release struct{ URL, SHA256 string }
 
 // hint is the command the loud line names when nothing could restore guard.
 func (r Restore) hint() string {
 	if r.Source != "" {
 		return "cd " + shellQuote(r.Source) + " && ./install.sh"
+	}
+	if r.Release.URL != "" {
+		return "reinstall guard from its release: curl -fsSL " + InstallerURL + " | sh"
 	}
 	return "reinstall guard (./install.sh in its source folder), or name a copy in the manifest's [self] urls and sha256"
 }
@@ -98,9 +112,13 @@ if ! ok && [ -n "$sha" ]; then
 		esac || continue
 		set -- $(sha256sum "$tmp" 2>/dev/null)
 		if [ "${1-}" != "$sha" ]; then echo "guard: $u served a file whose sha256 is ${1-unknown}, not $sha; not used" >&2; continue; fi
-		chmod 755 "$tmp" && GUARD_SHIM_DIR=$shim "$tmp" install --no-rc </dev/null >/dev/null && { how="fetched from $u"; break; }
+		run=$tmp
+		case $u in # a release archive: guard is in it
+		*.tar.gz) run=$tmp.d/guard; rm -rf "$tmp.d"; mkdir "$tmp.d" && tar -xzf "$tmp" -C "$tmp.d" guard ;;
+		esac || continue
+		chmod 755 "$run" && GUARD_SHIM_DIR=$shim "$run" install --no-rc </dev/null >/dev/null && { how="fetched from $u"; break; }
 	done
-	rm -f "$tmp"
+	rm -rf "$tmp" "$tmp.d"
 fi
 if ok; then
 	rm -f "$failed"
