@@ -121,7 +121,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 		section("builds")
 		for _, b := range r.Builds {
 			src := sourceText(b)
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\tlog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), lastBuilt(b), p.tilde(b.Log))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\tlog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), lastBuilt(b), stashText(b.Stash), p.tilde(b.Log))
 		}
 	}
 
@@ -305,6 +305,18 @@ func modelsDir(ms []ModelState) string {
 		}
 	}
 	return dir
+}
+
+// stashText says what a recipe's stash holds and whether a heal would
+// restore from it now.
+func stashText(s StashState) string {
+	switch {
+	case s.Entries == 0:
+		return "stash empty"
+	case s.Matches:
+		return fmt.Sprintf("stash %d entries, %s; one matches now (a heal restores it)", s.Entries, humanBytes(s.Bytes))
+	}
+	return fmt.Sprintf("stash %d entries, %s; none matches now (a heal builds)", s.Entries, humanBytes(s.Bytes))
 }
 
 // humanBytes writes n in B, KiB, MiB or GiB with one decimal.

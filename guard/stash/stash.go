@@ -36,6 +36,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -187,9 +188,10 @@ func (s *Store) drop(it Item) {
 	_ = syscall.Unlink(filepath.Join(s.Dir, it.Name()))
 }
 
-// Save keeps the files at paths (below root, in its output folders; a
-// symlink is kept as one, with the file it names) as the entry of recipe
-// for key, and evicts the oldest entries past the bound.
+// Save keeps the files at paths that are in root's output folders (a
+// symlink is kept as one, with the file it names; the others, a system
+// library, are left out) as the entry of recipe for key, and evicts the
+// oldest entries past the bound.
 func (s *Store) Save(ctx context.Context, recipe string, key Key, root string, outputs, paths []string) (Item, error) {
 	h := &header{Recipe: recipe, Key: key.Sum, Source: key.Source, Compiler: key.Compiler}
 	files, err := collect(root, outputs, paths)
@@ -231,11 +233,12 @@ func collect(root string, outputs, paths []string) ([]File, error) {
 	}
 	var queue []string
 	for _, p := range paths {
-		rel, ok := relBelow(p, root, real)
-		if !ok || !underOutputs(rel, outputs) {
-			return nil, fmt.Errorf("%s is not in an output folder of %s", p, root)
+		if rel, ok := relBelow(p, root, real); ok && underOutputs(rel, outputs) {
+			queue = append(queue, rel)
 		}
-		queue = append(queue, rel)
+	}
+	if len(queue) == 0 {
+		return nil, fmt.Errorf("none of %s is in an output folder of %s", strings.Join(paths, ", "), root)
 	}
 	var files []File
 	seen := map[string]bool{}
