@@ -118,6 +118,10 @@ func StashExport(e *guard.Engine, out io.Writer, dir string) error {
 	if err != nil {
 		return fmt.Errorf("cannot export the stash to %s: %w", abs, err)
 	}
-	fmt.Fprintf(out, "exported %d stash entries to %s\nother machines restore from it with stash_from = [%q] in their [builds.NAME]\n", n, abs, "file://"+abs)
+	entries := "entries"
+	if n == 1 {
+		entries = "entry"
+	}
+	fmt.Fprintf(out, "exported %d stash %s to %s\nother machines restore from it with stash_from = [%q] in their [builds.NAME]\n", n, entries, abs, "file://"+abs)
 	return nil
 }
