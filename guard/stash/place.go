@@ -93,14 +93,14 @@ func (p *placer) stage(f File, r io.Reader) error {
 	out := os.NewFile(uintptr(fd), tmp)
 	defer out.Close()
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(r, f.Size))
+	n, err := io.Copy(io.MultiWriter(out, h), damagedReader{io.LimitReader(r, f.Size)})
 	switch {
 	case err != nil:
 		return fmt.Errorf("unpack %s: %w", f.Path, err)
 	case n != f.Size:
-		return fmt.Errorf("unpack %s: the entry is cut short (%d of %d bytes)", f.Path, n, f.Size)
+		return fmt.Errorf("unpack %s: %w: cut short (%d of %d bytes)", f.Path, errDamaged, n, f.Size)
 	case hex.EncodeToString(h.Sum(nil)) != f.SHA256:
-		return fmt.Errorf("unpack %s: sha256 mismatch", f.Path)
+		return fmt.Errorf("unpack %s: %w: sha256 mismatch", f.Path, errDamaged)
 	}
 	if err := out.Chmod(f.Mode.Perm()); err != nil {
 		return fmt.Errorf("unpack %s: %w", f.Path, err)
@@ -109,6 +109,21 @@ func (p *placer) stage(f File, r io.Reader) error {
 		return fmt.Errorf("unpack %s: %w", f.Path, err)
 	}
 	return nil
+}
+
+// errDamaged marks a failure of the entry itself (its stream or a file's
+// sha256), which removes it; a failure to write is the build folder's.
+var errDamaged = errors.New("damaged entry")
+
+// damagedReader marks the errors of the entry's stream as errDamaged.
+type damagedReader struct{ r io.Reader }
+
+func (d damagedReader) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("%w: %w", errDamaged, err)
+	}
+	return n, err
 }
 
 // commit renames every staged file over its target and syncs the folders.

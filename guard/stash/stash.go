@@ -320,11 +320,17 @@ func (s *Store) Restore(ctx context.Context, recipe string, key Key, root string
 		data, err := readEntry(it, func(limit int64) ([]byte, error) {
 			return state.ReadRegular(filepath.Join(s.Dir, it.Name()), limit, true)
 		})
-		if err == nil {
+		if err != nil {
+			err = fmt.Errorf("%w: %w", errDamaged, err)
+		} else {
 			var n int
 			if n, err = unpack(data, recipe, key.Sum, root, outputs); err == nil {
 				return Restored{From: "stash", Bytes: it.Size, Files: n}, nil
 			}
+		}
+		if !errors.Is(err, errDamaged) {
+			failed = append(failed, err) // the build folder's fault, not the entry's: it stays
+			continue
 		}
 		s.drop(it)
 		failed = append(failed, fmt.Errorf("stash entry %s refused and removed: %w", it.Name(), err))
@@ -369,19 +375,19 @@ func readEntry(it Item, read func(limit int64) ([]byte, error)) ([]byte, error) 
 func unpack(data []byte, recipe, key, root string, outputs []string) (int, error) {
 	h, off, err := parseEntry(data)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w: %w", errDamaged, err)
 	}
 	if h.Recipe != recipe || h.Key != key {
-		return 0, fmt.Errorf("the entry is recipe %q key %.12s, not the one asked for", h.Recipe, h.Key)
+		return 0, fmt.Errorf("%w: it is recipe %q key %.12s, not the one asked for", errDamaged, h.Recipe, h.Key)
 	}
 	for _, f := range h.Files {
 		if !underOutputs(f.Path, outputs) {
-			return 0, fmt.Errorf("%s is not below an output folder", f.Path)
+			return 0, fmt.Errorf("%w: %s is not below an output folder", errDamaged, f.Path)
 		}
 	}
 	zr, err := zstd.NewReader(bytes.NewReader(data[off:]), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxUnpacked))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w: %w", errDamaged, err)
 	}
 	defer zr.Close()
 	p := newPlacer(root)
@@ -392,7 +398,7 @@ func unpack(data []byte, recipe, key, root string, outputs []string) (int, error
 		}
 	}
 	if n, _ := zr.Read(make([]byte, 1)); n > 0 {
-		return 0, errors.New("bytes past the last file")
+		return 0, fmt.Errorf("%w: bytes past the last file", errDamaged)
 	}
 	return len(h.Files), p.commit()
 }

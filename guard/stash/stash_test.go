@@ -195,6 +195,9 @@ func TestPlantedLinkInBuildFolder(t *testing.T) {
 	if names, _ := os.ReadDir(elsewhere); len(names) > 0 {
 		t.Errorf("wrote %v through the planted link", names)
 	}
+	if items, _ := s.List(); len(items) != 1 {
+		t.Errorf("the build folder's fault removed the entry: %v", items)
+	}
 }
 
 func TestStashFolderRefused(t *testing.T) {
