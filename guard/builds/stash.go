@@ -52,8 +52,8 @@ func (b *Builder) restore(ctx context.Context, tool, name string, rec *manifest.
 	switch {
 	case err == nil:
 		ev.Reason = "from " + got.From
-		fmt.Fprintf(b.stderr(), "guard: restored %s from %s in %s (%d files, %.2f MB); no build needed\n",
-			name, got.From, time.Since(start).Round(10*time.Millisecond), got.Files, float64(got.Bytes)/1e6)
+		fmt.Fprintf(b.stderr(), "guard: restored %s from %s in %s (%d files, a %d KB entry); no build needed\n",
+			name, got.From, time.Since(start).Round(10*time.Millisecond), got.Files, (got.Bytes+999)/1000)
 	case errors.Is(err, stash.ErrNoEntry):
 		ev.Result, ev.Reason = "miss", "no entry matches"
 		fmt.Fprintf(b.stderr(), "guard: no stash entry of %s matches its sources, steps, compilers and CPU; building\n", name)
