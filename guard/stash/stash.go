@@ -123,8 +123,9 @@ func (s *Store) readIndex() ([]Item, error) {
 }
 
 // update changes the index under the stash's lock: edit gets the entries
-// and returns those to keep, and the files of the others are removed.
-func (s *Store) update(ctx context.Context, edit func([]Item) []Item) error {
+// and returns those to keep, and every other entry file is removed (those
+// of a damaged index too, so that the bound holds).
+func (s *Store) update(ctx context.Context, edit func([]Item) ([]Item, error)) error {
 	if err := s.folder(true); err != nil {
 		return err
 	}
@@ -137,7 +138,10 @@ func (s *Store) update(ctx context.Context, edit func([]Item) []Item) error {
 	if err != nil {
 		items = nil // a damaged index is written anew; its entries go with it
 	}
-	keep := edit(slices.Clone(items))
+	keep, err := edit(items)
+	if err != nil {
+		return err
+	}
 	kept := map[string]bool{}
 	for _, it := range keep {
 		kept[it.Name()] = true
@@ -145,9 +149,10 @@ func (s *Store) update(ctx context.Context, edit func([]Item) []Item) error {
 	if err := state.Replace(s.indexPath(), encodeIndex(keep), 0o600); err != nil {
 		return err
 	}
-	for _, it := range items {
-		if !kept[it.Name()] {
-			_ = syscall.Unlink(filepath.Join(s.Dir, it.Name()))
+	names, _ := os.ReadDir(s.Dir)
+	for _, d := range names {
+		if strings.HasSuffix(d.Name(), ".gst") && !kept[d.Name()] {
+			_ = syscall.Unlink(filepath.Join(s.Dir, d.Name()))
 		}
 	}
 	return nil
@@ -155,15 +160,12 @@ func (s *Store) update(ctx context.Context, edit func([]Item) []Item) error {
 
 // put stores an entry's bytes and evicts the oldest entries past the bound.
 func (s *Store) put(ctx context.Context, it Item, data []byte) error {
-	if err := s.folder(true); err != nil {
-		return err
-	}
-	if err := state.Replace(filepath.Join(s.Dir, it.Name()), data, 0o600); err != nil {
-		return err
-	}
-	return s.update(ctx, func(items []Item) []Item {
+	return s.update(ctx, func(items []Item) ([]Item, error) {
+		if err := state.Replace(filepath.Join(s.Dir, it.Name()), data, 0o600); err != nil {
+			return nil, err
+		}
 		items = slices.DeleteFunc(items, func(x Item) bool { return x.Recipe == it.Recipe && x.Key == it.Key })
-		return evict(append(items, it), s.maxBytes())
+		return evict(append(items, it), s.maxBytes()), nil
 	})
 }
 
@@ -182,8 +184,8 @@ func evict(items []Item, limit int64) []Item {
 
 // drop removes a local entry that failed a check.
 func (s *Store) drop(it Item) {
-	_ = s.update(context.Background(), func(items []Item) []Item {
-		return slices.DeleteFunc(items, func(x Item) bool { return x.Name() == it.Name() })
+	_ = s.update(context.Background(), func(items []Item) ([]Item, error) {
+		return slices.DeleteFunc(items, func(x Item) bool { return x.Name() == it.Name() }), nil
 	})
 	_ = syscall.Unlink(filepath.Join(s.Dir, it.Name()))
 }

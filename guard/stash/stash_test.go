@@ -306,3 +306,24 @@ func TestHTTPGetLimits(t *testing.T) {
 		t.Errorf("at the limit: %d %v", len(data), err)
 	}
 }
+
+// A damaged index is written anew at the next save, and the entry files it
+// listed go with it: the bound still holds.
+func TestDamagedIndexSweptAtNextSave(t *testing.T) {
+	s, root, first := saved(t)
+	os.WriteFile(s.indexPath(), []byte("garbage"), 0o600)
+	if _, err := s.List(); err == nil {
+		t.Fatal("a damaged index read without an error")
+	}
+	k := testKey
+	k.Sum = strings.Repeat("ef", 32)
+	if _, err := s.Save(context.Background(), "r", k, root, []string{"build"}, []string{filepath.Join(root, "build/bin/tool")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(s.Dir, first.Name())); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the entry of the damaged index is still there: %v", err)
+	}
+	if items, err := s.List(); err != nil || len(items) != 1 || items[0].Key != k.Sum {
+		t.Errorf("index after the save: %v %v", items, err)
+	}
+}
