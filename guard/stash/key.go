@@ -35,7 +35,7 @@ type KeyInput struct {
 	Steps   [][]string
 	Dir     string   // the recipe's source folder
 	Outputs []string // folders below Dir the steps write: not sources
-	Env     []string // the steps' environment: its PATH finds git and the compilers
+	Env     []string // the steps' environment: its PATH finds git and the compilers; nil = guard's
 }
 
 // cpuInfo is where the CPU flags are read; a test points it elsewhere.
@@ -112,7 +112,11 @@ func runGit(ctx context.Context, git string, in KeyInput, args ...string) (strin
 	defer cancel()
 	cmd := exec.CommandContext(ctx, git, append([]string{"-C", in.Dir}, args...)...)
 	// No index refresh written by a status: reading must not change the tree.
-	cmd.Env = append(append([]string(nil), in.Env...), "GIT_OPTIONAL_LOCKS=0")
+	env := in.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(append([]string(nil), env...), "GIT_OPTIONAL_LOCKS=0")
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	err := cmd.Run()
