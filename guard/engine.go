@@ -11,6 +11,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/guard/runner"
+	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -118,7 +119,31 @@ func (e *Engine) builder() *builds.Builder {
 		HealTimeout:   e.c.M.Budget.Heal.D(),
 		Env:           e.c.Env,
 		ProgressEvery: e.c.ProgressEvery,
+		Stash:         e.Stash(),
+		Tools:         e.toolsBuiltBy,
 	}
+}
+
+// Stash is the stash of builds in guard's state folder.
+func (e *Engine) Stash() *stash.Store {
+	return &stash.Store{Dir: e.c.State().Stash(), MaxBytes: e.c.M.Stash.MaxBytes}
+}
+
+// StashKey is the key a build of rec would be stashed under now.
+func (e *Engine) StashKey(ctx context.Context, rec *manifest.Build) (stash.Key, error) {
+	return e.builder().StashKey(ctx, rec)
+}
+
+// toolsBuiltBy lists the paths of the manifest's tools that recipe builds
+// (a lazy manifest reads every tool: this runs only after a build).
+func (e *Engine) toolsBuiltBy(recipe string) []string {
+	var paths []string
+	for _, name := range e.c.M.ToolNames() {
+		if t := e.c.M.Tool(name); t != nil && t.Build == recipe && t.Path != "" {
+			paths = append(paths, t.Path)
+		}
+	}
+	return paths
 }
 
 // BuildLog is where build recipe name writes its output.

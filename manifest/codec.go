@@ -170,6 +170,7 @@ func encodeTop(e *encoder, m *Manifest) {
 	e.durMap(m.Swarm.Timeouts)
 	e.int(m.Cache.MaxBytes)
 	e.int(int64(m.Cache.TTL))
+	e.int(m.Stash.MaxBytes)
 	if m.Self == nil {
 		e.uint(0)
 	} else {
@@ -195,6 +196,7 @@ func decodeTop(d *decoder, m *Manifest) {
 	m.Swarm.Timeouts = d.durMap()
 	m.Cache.MaxBytes = d.int()
 	m.Cache.TTL = Duration(d.int())
+	m.Stash.MaxBytes = d.int()
 	if d.uint() == 1 {
 		m.Self = &Self{URLs: d.strs(), SHA256: d.str()}
 	}
@@ -259,6 +261,7 @@ func encodeBuild(e *encoder, b *Build) {
 	e.int(int64(b.Timeout))
 	e.strs(b.Outputs)
 	e.strs(b.Targets)
+	e.strs(b.StashFrom)
 }
 
 func decodeBuild(d *decoder) *Build {
@@ -276,6 +279,7 @@ func decodeBuild(d *decoder) *Build {
 	b.Timeout = Duration(d.int())
 	b.Outputs = d.strs()
 	b.Targets = d.strs()
+	b.StashFrom = d.strs()
 	return b
 }
 

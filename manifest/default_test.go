@@ -227,6 +227,7 @@ repo = "file:///srv/mirror.git"
 needs = ["make"]
 steps = [["make", "-j2"], ["make", "install"]]
 targets = ["a", "b"]
+stash_from = ["file:///srv/stash", "https://fleet.example/stash"]
 [tools.t]
 path = "/opt/t"
 build = "odd name"
@@ -260,6 +261,8 @@ files = ["/f"]
 [cache]
 max_bytes = 1
 ttl = "24h"
+[stash]
+max_bytes = 2
 [self]
 urls = ["file:///srv/fleet/guard", "https://mirror.example/guard"]
 sha256 = "` + strings.Repeat("AB", 32) + `"

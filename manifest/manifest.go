@@ -32,6 +32,7 @@ type Manifest struct {
 	Swarm     Swarm             `toml:"swarm"`
 	Auth      map[string]*Auth  `toml:"auth,omitempty"`
 	Cache     CacheConf         `toml:"cache"`
+	Stash     StashConf         `toml:"stash"`
 	Self      *Self             `toml:"self,omitempty"`
 
 	// Source is the file the manifest was read from, or EmbeddedSource.
@@ -57,6 +58,10 @@ type Build struct {
 	// the only place a scrub after an interrupted build may remove files.
 	Outputs []string `toml:"outputs,omitempty"`
 	Targets []string `toml:"targets,omitempty"`
+	// StashFrom are read-only stashes other machines exported (`guard
+	// stash export`): file:// folders and https URLs, tried in order
+	// after the local stash (docs/stash.md).
+	StashFrom []string `toml:"stash_from,omitempty"`
 }
 
 // Tool is the policy for one shimmed command.
@@ -143,6 +148,13 @@ type Self struct {
 type CacheConf struct {
 	MaxBytes int64    `toml:"max_bytes"`
 	TTL      Duration `toml:"ttl,omitzero"` // 0 = entries never expire
+}
+
+// StashConf bounds the stash of builds (docs/stash.md): the newest
+// entries are kept within MaxBytes, small enough that the state folder
+// survives a 128 MB snapshot cap.
+type StashConf struct {
+	MaxBytes int64 `toml:"max_bytes"`
 }
 
 // Tool returns the tool named name, or nil.

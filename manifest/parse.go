@@ -31,6 +31,7 @@ const (
 	DefaultLightTokens = 100
 	DefaultFullTokens  = 256
 	DefaultCacheBytes  = 256 << 20
+	DefaultStashBytes  = 64 << 20
 	DefaultOutput      = "build" // a build recipe's output folder, below its dir
 
 	// MaxBytes bounds a manifest file: far more than any fleet's (10,000
@@ -112,6 +113,7 @@ func (m *Manifest) fill() {
 	m.Swarm.LightTokens = cmp.Or(m.Swarm.LightTokens, DefaultLightTokens)
 	m.Swarm.FullTokens = cmp.Or(m.Swarm.FullTokens, DefaultFullTokens)
 	m.Cache.MaxBytes = cmp.Or(m.Cache.MaxBytes, DefaultCacheBytes)
+	m.Stash.MaxBytes = cmp.Or(m.Stash.MaxBytes, DefaultStashBytes)
 	heal := m.Budget.Heal
 	if heal < 0 { // reported under budget.heal; do not repeat it for each build
 		heal = DefaultHeal

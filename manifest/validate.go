@@ -133,6 +133,9 @@ func (c *checker) check(m *Manifest) {
 	if m.Cache.TTL < 0 {
 		c.durationError(path("cache", "ttl"), m.Cache.TTL)
 	}
+	if m.Stash.MaxBytes < 0 {
+		c.errorf(path("stash", "max_bytes"), "must not be negative")
+	}
 	if m.Self != nil {
 		c.self(m.Self)
 	}
@@ -187,6 +190,11 @@ func (c *checker) build(b *Build) {
 	}
 	if b.Timeout < 0 {
 		c.durationError(path("builds", b.Name, "timeout"), b.Timeout)
+	}
+	for i, src := range b.StashFrom {
+		if why := CheckURL(src); why != "" {
+			c.errorf(path("builds", b.Name, "stash_from").index(i), "%s", why)
+		}
 	}
 	for i, out := range b.Outputs {
 		if !IsOutputFolder(out) {

@@ -194,6 +194,9 @@ func TestParseErrors(t *testing.T) {
 		{"negative light tokens", "[swarm]\nlight_tokens = -1\n", 2, "swarm.light_tokens: must be a positive number of tokens"},
 		{"negative full tokens", "[swarm]\nlight_words = 8\nfull_tokens = -5\n", 3, "swarm.full_tokens: must be a positive number of tokens"},
 		{"negative cache size", "[cache]\nmax_bytes = -1\n", 2, "cache.max_bytes: must not be negative"},
+		{"negative stash size", "[stash]\nmax_bytes = -1\n", 2, "stash.max_bytes: must not be negative"},
+		{"stash source over plain http", "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\nstash_from = [\"file:///srv/stash\", \"http://fleet.example/stash\"]\n", 4,
+			`builds.b.stash_from[1]: "http://fleet.example/stash" uses plain http, which is allowed only for loopback hosts (127.0.0.0/8, localhost, [::1]): use https`},
 		{"auth file relative", "[auth.x]\nfiles = [\"~/a\", \"b\"]\n", 2, `auth.x.files[1]: "b" must be an absolute path or start with ~/`},
 		{"auth env", "[auth.x]\nenv = \"1X\"\n", 2, `auth.x.env: "1X" is not an environment variable name`},
 	}
@@ -260,6 +263,7 @@ func TestParseAccepts(t *testing.T) {
 		"crlf":              "[tools.a]\r\nstall = \"1s\"\r\n",
 		"self mirror":       "[self]\nurls = [\"file:///srv/fleet/guard\"]\nsha256 = \"" + strings.Repeat("ab", 32) + "\"\n",
 		"self sha256 alone": "[self]\nsha256 = \"" + strings.Repeat("ab", 32) + "\"\n",
+		"stash sources":     "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\nstash_from = [\"file:///srv/stash\", \"https://fleet.example/stash\", \"http://127.0.0.1:8080/s\"]\n[stash]\nmax_bytes = 1000\n",
 		"build outputs":     "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\noutputs = [\"out\", \"sub/build/\"]\n",
 	}
 	for name, doc := range tests {

@@ -74,6 +74,9 @@ type Table struct {
 	Rows    []Row
 	Knobs   Knobs         // defaults; flags override
 	Timeout time.Duration // one sample's limit; 2 minutes when zero
+	// Note, when set, adds a line under the table after the samples: a
+	// figure that is not a time (the size of what a row restored).
+	Note func(s *Sandbox) (string, error)
 }
 
 // Knobs say how much to sample. In overrides (Runner.Knobs, the flags) a
@@ -219,6 +222,13 @@ func (rn *Runner) Run(ctx context.Context, t *Table) (*Report, error) {
 	}
 	for i, lr := range live {
 		rep.Results[lr.result].Summary = Summarize(samples[i])
+	}
+	if t.Note != nil {
+		note, err := t.Note(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Name, err)
+		}
+		rep.Notes = append(rep.Notes, note)
 	}
 	if note, err := healLogNote(s.Vars["GUARD_LOG"]); err != nil {
 		return nil, fmt.Errorf("%s: %w", t.Name, err)

@@ -24,7 +24,9 @@ var fixtureSteps = [][]string{
 // rebuildTable times a cold rebuild of the fixture (its build folder
 // evicted before every sample) by the bare cmake steps and through guard
 // heal, which adds guard's start-up, the build lock, the build log, the
-// interrupted-build marker and the health check of the result.
+// interrupted-build marker, the health check of the result and the save to
+// the stash (emptied before each sample, so that the row builds), and
+// side by side guard heal restoring the same eviction from the stash.
 func rebuildTable() *Table {
 	var script []string
 	for _, step := range fixtureSteps {
@@ -48,12 +50,67 @@ func rebuildTable() *Table {
 			{
 				Name:   "guard",
 				Setup:  guardInstalled,
-				Before: evictBuild,
+				Before: evictBuildAndStash,
 				Argv:   []string{"$SHIM_DIR/guard", "heal", "llama-completion"},
 				Goal:   &Goal{Anchor: "bare-cmake", Max: rebuildGoal},
 			},
+			{
+				Name:   "guard-stash-restore",
+				Setup:  guardInstalled,
+				Before: stashedThenEvicted,
+				Argv:   []string{"$SHIM_DIR/guard", "heal", "llama-completion"},
+			},
 		},
+		Note: stashNote,
 	}
+}
+
+// stashedThenEvicted makes sure the stash holds the fixture's build (one
+// untimed guard heal after the guard row emptied it), then evicts the
+// build folder.
+func stashedThenEvicted(s *Sandbox) error {
+	if _, err := os.Stat(s.Expand("$STATE_DIR/stash/index")); err != nil {
+		if err := evictBuild(s); err != nil {
+			return err
+		}
+		if _, err := s.Run(s.Expand("$SHIM_DIR/guard"), "heal", "llama-completion"); err != nil {
+			return err
+		}
+	}
+	return evictBuild(s)
+}
+
+// stashNote is the size of the entry the restore row restored, against
+// what it unpacks to.
+func stashNote(s *Sandbox) (string, error) {
+	if err := stashedThenEvicted(s); err != nil {
+		return "", err
+	}
+	if _, err := s.Run(s.Expand("$SHIM_DIR/guard"), "heal", "llama-completion"); err != nil {
+		return "", err
+	}
+	entries, _ := filepath.Glob(s.Expand("$STATE_DIR/stash/*.gst"))
+	var entry, unpacked int64
+	for _, e := range entries {
+		if fi, err := os.Stat(e); err == nil {
+			entry += fi.Size()
+		}
+	}
+	bin, _ := os.ReadDir(s.Expand("$HOME/llama.cpp/build/bin"))
+	for _, d := range bin {
+		if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() {
+			unpacked += fi.Size()
+		}
+	}
+	return fmt.Sprintf("the stash entry restored: %d bytes (zstd) for the %d bytes of build/bin", entry, unpacked), nil
+}
+
+// evictBuildAndStash is the guard row's Before: a cold build, not a restore.
+func evictBuildAndStash(s *Sandbox) error {
+	if err := os.RemoveAll(s.Expand("$STATE_DIR/stash")); err != nil {
+		return err
+	}
+	return evictBuild(s)
 }
 
 func rebuildSetup(s *Sandbox) error {

@@ -62,7 +62,7 @@ func newApp(w guard.World) *cli.App {
 		ExitErrHandler:       func(*cli.Context, error) {}, // runApp prints errors once, in guard's voice
 		Commands: []*cli.Command{
 			installCommand, uninstallCommand, statusCommand, healCommand, whichCommand, execCommand,
-			askCommand, cacheCommand, manifestCommand, completionCommand,
+			askCommand, cacheCommand, stashCommand, manifestCommand, completionCommand,
 		},
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "verbose", Usage: "print each decision of a call on stderr (as GUARD_DEBUG=1 does for shims): guard --verbose exec NAME -- ARGS"},
@@ -412,6 +412,36 @@ var cacheCommand = &cli.Command{
 			UsageText: usage("guard cache clear", "guard cache clear"),
 			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
 				return commands.CacheClear(e, e.Config().Stdout)
+			}),
+		},
+	},
+}
+
+var stashCommand = &cli.Command{
+	Name:      "stash",
+	Usage:     "list the stash of builds, or export it for other machines",
+	UsageText: usage("guard stash list [--json] | guard stash export DIR", "guard stash export /mnt/shared/guard-stash"),
+	Subcommands: []*cli.Command{
+		{
+			Name:      "list",
+			Usage:     "every entry, its size and whether it matches its recipe now",
+			UsageText: usage("guard stash list [--json]", "guard stash list"),
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in docs/stash.md)"},
+			},
+			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+				return commands.StashList(e, e.Config().Stdout, ctx.Bool("json"))
+			}),
+		},
+		{
+			Name:      "export",
+			Usage:     "copy every entry, checked, into DIR with an index: a stash_from source",
+			UsageText: usage("guard stash export DIR", "guard stash export /mnt/shared/guard-stash"),
+			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+				if ctx.NArg() != 1 {
+					return cli.Exit("stash export needs one folder: guard stash export DIR", 2)
+				}
+				return commands.StashExport(e, e.Config().Stdout, ctx.Args().First())
 			}),
 		},
 	},

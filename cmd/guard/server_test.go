@@ -43,6 +43,9 @@ import (
 //	hfsize     the same, declaring SIZE+1 bytes
 //	hflies     the same, declaring the sha256 of other bytes than it serves
 //
+// and /work/PATH serves $WORK/PATH as a static file server does (a
+// fleet's exported stash).
+//
 // Every GET is counted per path and appended to $WORK/requests.log as
 // "GET PATH range=R auth=A" (R and A are "-" when absent), for grep; a HEAD
 // is logged as "HEAD PATH auth=A", not counted. Only the hf kinds answer a
@@ -63,6 +66,7 @@ type testKey struct{}
 
 type modelServer struct {
 	logPath string
+	workDir string
 	quit    chan struct{} // closed when the script ends: every pause returns
 
 	mu   sync.Mutex
@@ -73,6 +77,7 @@ type modelServer struct {
 func startModelServer(e *testscript.Env) error {
 	s := &modelServer{
 		logPath: filepath.Join(e.WorkDir, "requests.log"),
+		workDir: e.WorkDir,
 		quit:    make(chan struct{}),
 		gets:    map[string]int{},
 		sent:    map[string]int64{},
@@ -98,6 +103,10 @@ func (s *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	first := r.Method == http.MethodGet && s.count(r)
+	if parts[0] == "work" {
+		http.StripPrefix("/work", http.FileServer(http.Dir(s.workDir))).ServeHTTP(w, r)
+		return
+	}
 	size := 0
 	if len(parts) >= 2 {
 		size, _ = strconv.Atoi(parts[1])

@@ -28,6 +28,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -43,6 +44,12 @@ type Builder struct {
 	// terminal; 0 is progress.DefaultEvery.
 	ProgressEvery time.Duration
 	Env           []string // base environment for steps; nil = os.Environ()
+	// Stash keeps what good builds made and restores it before a build
+	// (stash.go); nil = no stash. Tools lists the paths of the manifest's
+	// tools a recipe builds, the binaries its entry keeps; nil = the
+	// target alone.
+	Stash *stash.Store
+	Tools func(recipe string) []string
 }
 
 func (b *Builder) layout() state.Layout { return state.Layout{Dir: b.StateDir} }
@@ -60,6 +67,8 @@ func (b *Builder) LogPath(name string) string {
 // checks the target again (another process may have rebuilt it meanwhile),
 // installs missing commands the recipe needs, clones the sources when their
 // folder is gone and the recipe names a repo, then runs each step in rec.Dir.
+// A stashed build matching the recipe's key is restored instead of running
+// the steps (stash.go), and a good build is stashed.
 // It succeeds only when target then passes CheckBinary; otherwise the error
 // is a *BuildError naming the step, its status and the log. An empty target
 // means "run the recipe": the steps' status alone decides.
@@ -103,6 +112,10 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 		}
 		reason = h.Reason
 	}
+	key, restored := b.restore(ctx, tool, name, rec, target)
+	if restored {
+		return nil
+	}
 	start := time.Now()
 	err = b.rebuild(ctx, tool, name, rec, target, reason, limit, held.File())
 	result := "ok"
@@ -117,6 +130,9 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 		Level: level, Event: "binary.rebuild", Tool: tool, Target: target,
 		Reason: reason, Result: result, DurationMS: time.Since(start).Milliseconds(),
 	})
+	if err == nil {
+		b.stashBuild(ctx, name, rec, target, key)
+	}
 	return err
 }
 

@@ -24,6 +24,9 @@ type job struct {
 	clone string   // the repo a build clones first (its dir is missing)
 	last  time.Duration
 	built bool // the recipe ran to a good end here before; last is its time
+	// stashed: a stash entry matches the recipe now, so the heal restores
+	// it in about a second instead of building (docs/stash.md).
+	stashed bool
 }
 
 // plan lists the jobs that bring back what r finds wrong or never fetched,
@@ -36,6 +39,9 @@ func plan(c *guard.Config, r *Report, want func(string) bool) []*job {
 			continue // a Fix is the person's to run: no job of a heal's
 		}
 		j := toolJob(c, c.M.Tools[t.Name])
+		for _, b := range r.Builds {
+			j.stashed = j.stashed || j.kind == "build" && b.Name == j.name && b.Stash.Matches
+		}
 		if have := byKey[j.kind+":"+j.name]; have != nil {
 			have.tools = append(have.tools, t.Name)
 			continue
@@ -78,6 +84,9 @@ func toolJob(c *guard.Config, tool *manifest.Tool) *job {
 // run here, and the clone it needs first.
 func (j *job) cost() string {
 	var parts []string
+	if j.stashed {
+		parts = append(parts, "a stash entry matches: restored, not built")
+	}
 	if j.clone != "" {
 		parts = append(parts, "clone "+printable(j.clone)+" first")
 	}

@@ -62,17 +62,18 @@ type ToolState struct {
 	Fix       string   `json:"fix,omitempty"` // what only the person can do: no heal fixes it
 }
 
-// BuildState is a build recipe, whether its source folder is there, and
-// its last good run here (what a rebuild costs); none when it never built
-// here.
+// BuildState is a build recipe, whether its source folder is there, its
+// last good run here (what a rebuild costs; none when it never built
+// here), and its stash entries.
 type BuildState struct {
-	Name      string    `json:"name"`
-	Dir       string    `json:"dir"`
-	DirExists bool      `json:"dir_exists"`
-	Repo      string    `json:"repo,omitempty"`
-	Log       string    `json:"log"`
-	BuiltAt   time.Time `json:"built_at,omitzero"`
-	BuildMS   int64     `json:"build_ms,omitempty"`
+	Name      string     `json:"name"`
+	Dir       string     `json:"dir"`
+	DirExists bool       `json:"dir_exists"`
+	Repo      string     `json:"repo,omitempty"`
+	Log       string     `json:"log"`
+	BuiltAt   time.Time  `json:"built_at,omitzero"`
+	BuildMS   int64      `json:"build_ms,omitempty"`
+	Stash     StashState `json:"stash"`
 }
 
 // PackageState is a command from [packages] and whether PATH has it.

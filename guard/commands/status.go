@@ -152,6 +152,8 @@ func buildState(e *guard.Engine, b *manifest.Build) BuildState {
 	if last, ok := builds.LastBuild(e.Config().StateDir, b.Name); ok {
 		st.BuiltAt, st.BuildMS = last.At, max(last.Took.Milliseconds(), 1)
 	}
+	items, _ := e.Stash().List() // a stash that cannot be read shows as empty
+	st.Stash = stashState(e, items, b)
 	return st
 }
 

@@ -121,7 +121,11 @@ func (p *printer) print(out io.Writer, r *Report) {
 		section("builds")
 		for _, b := range r.Builds {
 			src := sourceText(b)
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\tlog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), lastBuilt(b), p.tilde(b.Log))
+			stashed := "" // a recipe with no stash entry says nothing of it
+			if b.Stash.Entries > 0 {
+				stashed = stashText(b.Stash) + "\t"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%slog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), lastBuilt(b), stashed, p.tilde(b.Log))
 		}
 	}
 
@@ -305,6 +309,22 @@ func modelsDir(ms []ModelState) string {
 		}
 	}
 	return dir
+}
+
+// stashText says what a recipe's stash holds and whether a heal would
+// restore from it now.
+func stashText(s StashState) string {
+	if s.Entries == 0 {
+		return "stash empty"
+	}
+	n := fmt.Sprintf("%d entries", s.Entries)
+	if s.Entries == 1 {
+		n = "1 entry"
+	}
+	if s.Matches {
+		return "stash " + n + ", " + humanBytes(s.Bytes) + "; one matches now (a heal restores it)"
+	}
+	return "stash " + n + ", " + humanBytes(s.Bytes) + "; none matches now (a heal builds)"
 }
 
 // humanBytes writes n in B, KiB, MiB or GiB with one decimal.

@@ -57,6 +57,11 @@ type documentedReport struct {
 		Log       string    `json:"log"`
 		BuiltAt   time.Time `json:"built_at"`
 		BuildMS   int64     `json:"build_ms"`
+		Stash     struct {
+			Entries int   `json:"entries"`
+			Bytes   int64 `json:"bytes"`
+			Matches bool  `json:"matches"`
+		} `json:"stash"`
 	} `json:"builds"`
 	Packages []struct {
 		Command string `json:"command"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/sandbox-guard/guard/guard"
@@ -69,6 +70,7 @@ func Which(e *guard.Engine, out io.Writer, name string) bool {
 	if rec := c.M.Builds[tool.Build]; rec != nil {
 		b := buildState(e, rec)
 		row("build", printable(b.Name), p.tilde(b.Dir)+"  "+sourceText(b)+"; "+lastBuilt(b)+"; log "+p.tilde(b.Log))
+		row("stash", strings.TrimPrefix(stashText(b.Stash), "stash "), "")
 	}
 	if tool.Package != "" {
 		row("package", printable(tool.Package), "installed by a heal when the binary is missing")

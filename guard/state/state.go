@@ -36,6 +36,10 @@ func (l Layout) Failures() string { return filepath.Join(l.Dir, "failures") }
 // Builds holds the build logs and the markers of builds in progress.
 func (l Layout) Builds() string { return filepath.Join(l.Dir, "builds") }
 
+// Stash holds what good builds made (package stash): an index and one
+// zstd entry per build, restored before a rebuild.
+func (l Layout) Stash() string { return filepath.Join(l.Dir, "stash") }
+
 // Installed is the marker guard install writes (its first line is the shim
 // folder, then the source folder it was built from), so a call can rebuild
 // a shim folder a sandbox evicted whole.

@@ -1,0 +1,115 @@
+package builds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/stash"
+	"github.com/sandbox-guard/guard/manifest"
+)
+
+// A build that ended well is kept in the stash (package stash, docs/stash.md),
+// and a heal of a missing or broken binary restores it before running any
+// step: Build calls restore first and stashBuild after a good build.
+
+// stashSteps are the steps a stash entry is keyed by: the recipe's steps as
+// the manifest writes them. This is the one place to key by the steps as
+// run instead, once they are expanded.
+func stashSteps(rec *manifest.Build) [][]string { return rec.Steps }
+
+// StashKey is the key a build of rec would be stashed under now.
+func (b *Builder) StashKey(ctx context.Context, rec *manifest.Build) (stash.Key, error) {
+	return stash.MakeKey(ctx, stash.KeyInput{Steps: stashSteps(rec), Dir: rec.Dir, Outputs: rec.Outputs, Env: b.baseEnv()})
+}
+
+// restore puts back the stashed build of rec matching its key, when target
+// then passes CheckBinary. It says on stderr why when it does not, and logs
+// binary.restore either way. The key is returned for stashBuild.
+func (b *Builder) restore(ctx context.Context, tool, name string, rec *manifest.Build, target string) (stash.Key, bool) {
+	if b.Stash == nil || target == "" {
+		return stash.Key{}, false
+	}
+	if _, err := os.Stat(rec.Dir); err != nil {
+		return stash.Key{}, false // no sources to key by: the build clones them
+	}
+	start := time.Now()
+	key, err := b.StashKey(ctx, rec)
+	var got stash.Restored
+	if err == nil {
+		got, err = b.Stash.Restore(ctx, rec.Name, key, rec.Dir, rec.Outputs, rec.StashFrom)
+	}
+	if err == nil {
+		if h := CheckBinary(target, b.StampDir(), b.libraryPath()); !h.OK {
+			err = fmt.Errorf("%s is still %s after the restore", target, h.Reason)
+		}
+	}
+	ev := heallog.Event{Event: "binary.restore", Tool: tool, Target: target, Result: "ok", Bytes: got.Bytes, DurationMS: time.Since(start).Milliseconds()}
+	switch {
+	case err == nil:
+		ev.Reason = "from " + got.From
+		fmt.Fprintf(b.stderr(), "guard: restored %s from %s in %s (%d files, a %d KB entry); no build needed\n",
+			name, got.From, time.Since(start).Round(10*time.Millisecond), got.Files, (got.Bytes+999)/1000)
+	case errors.Is(err, stash.ErrNoEntry):
+		ev.Result, ev.Reason = "miss", "no entry matches"
+		fmt.Fprintf(b.stderr(), "guard: no stash entry of %s matches its sources, steps, compilers and CPU; building\n", name)
+	default:
+		ev.Level, ev.Result, ev.Reason = "warn", "failed", oneLine(err)
+		fmt.Fprintf(b.stderr(), "guard: cannot restore %s from the stash (%s); building\n", name, oneLine(err))
+	}
+	b.event(ev)
+	return key, err == nil
+}
+
+// stashBuild keeps what a good build of rec made: the binaries of the
+// manifest's tools built by rec that are healthy, and the libraries they
+// load from rec's output folders. It keys the entry anew, after the build,
+// and stashes nothing when the sources changed during it (before is the
+// key restore computed, if it did). A failure is said on stderr and never
+// fails the build.
+func (b *Builder) stashBuild(ctx context.Context, name string, rec *manifest.Build, target string, before stash.Key) {
+	if b.Stash == nil {
+		return
+	}
+	key, err := b.StashKey(ctx, rec)
+	if err == nil && before.Sum != "" && before.Source != key.Source {
+		err = errors.New("the sources changed during the build")
+	}
+	var it stash.Item
+	if err == nil {
+		it, err = b.Stash.Save(ctx, rec.Name, key, rec.Dir, rec.Outputs, b.stashPaths(rec, target))
+	}
+	if err != nil {
+		fmt.Fprintf(b.stderr(), "guard: the build of %s was not stashed: %s\n", name, oneLine(err))
+		return
+	}
+	if logf, err := openLog(b.LogPath(name)); err == nil {
+		fmt.Fprintf(logf, "== guard: stashed %s (%d bytes, key %.12s, source %s)\n", name, it.Size, it.Key, key.Source)
+		logf.Close()
+	}
+}
+
+// stashPaths are the binaries to stash, then every file they load; the
+// stash keeps those in the recipe's output folders.
+func (b *Builder) stashPaths(rec *manifest.Build, target string) []string {
+	bins := []string{target}
+	if b.Tools != nil {
+		bins = b.Tools(rec.Name)
+	}
+	var paths, libs []string
+	for _, bin := range bins {
+		if !CheckBinary(bin, b.StampDir(), b.libraryPath()).OK {
+			continue
+		}
+		paths = append(paths, bin)
+		found, _ := Libraries(bin, b.libraryPath())
+		libs = append(libs, found...)
+	}
+	return append(paths, libs...)
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

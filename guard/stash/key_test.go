@@ -1,0 +1,89 @@
+package stash
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func keyOf(t *testing.T, dir string) Key {
+	t.Helper()
+	k, err := MakeKey(context.Background(), KeyInput{Steps: [][]string{{"make"}}, Dir: dir, Outputs: []string{"build"}, Env: os.Environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestKeyFollowsSourcesNotOutputs(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "build"), 0o755)
+	k1 := keyOf(t, dir)
+	if !strings.HasPrefix(k1.Source, "files ") {
+		t.Fatalf("source %q, want a hash of the files", k1.Source)
+	}
+	os.WriteFile(filepath.Join(dir, "build", "a.o"), []byte("object"), 0o644)
+	if k := keyOf(t, dir); k.Sum != k1.Sum {
+		t.Errorf("an output changed the key")
+	}
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int b;"), 0o644)
+	if k := keyOf(t, dir); k.Sum == k1.Sum {
+		t.Errorf("a changed source kept the key")
+	}
+	steps, _ := MakeKey(context.Background(), KeyInput{Steps: [][]string{{"make", "-j4"}}, Dir: dir, Outputs: []string{"build"}, Env: os.Environ()})
+	if steps.Sum == keyOf(t, dir).Sum {
+		t.Errorf("other steps kept the key")
+	}
+	old := cpuInfo
+	defer func() { cpuInfo = old }()
+	before := keyOf(t, dir)
+	cpuInfo = filepath.Join(dir, "cpuinfo")
+	os.WriteFile(cpuInfo, []byte("processor\t: 0\nflags\t\t: fpu sse2\n"), 0o644)
+	if k := keyOf(t, dir); k.Sum == before.Sum {
+		t.Errorf("other CPU flags kept the key")
+	}
+}
+
+func TestKeyOfGitTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
+	git("add", ".")
+	git("commit", "-qm", "one")
+	clean := keyOf(t, dir)
+	if !strings.HasPrefix(clean.Source, "git ") || strings.Contains(clean.Source, "dirty") {
+		t.Fatalf("source %q, want a clean git revision", clean.Source)
+	}
+	os.MkdirAll(filepath.Join(dir, "build"), 0o755)
+	os.WriteFile(filepath.Join(dir, "build", "x.o"), []byte("o"), 0o644)
+	if k := keyOf(t, dir); k.Sum != clean.Sum {
+		t.Errorf("an untracked output made the tree dirty: %q", k.Source)
+	}
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int b;"), 0o644)
+	dirty := keyOf(t, dir)
+	if dirty.Sum == clean.Sum || !strings.Contains(dirty.Source, "dirty") {
+		t.Errorf("an edit kept the key: %q", dirty.Source)
+	}
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int c;"), 0o644)
+	if k := keyOf(t, dir); k.Sum == dirty.Sum {
+		t.Errorf("another edit kept the dirty key")
+	}
+	git("commit", "-qam", "two")
+	if k := keyOf(t, dir); k.Sum == clean.Sum || strings.Contains(k.Source, "dirty") {
+		t.Errorf("a new commit: %q", k.Source)
+	}
+}
