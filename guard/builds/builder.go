@@ -6,13 +6,15 @@
 // A rebuild is visible (a progress line on stderr, the full output in
 // STATE/builds/NAME.log) and bounded (the heal timeout kills the step's whole
 // process group, SIGTERM first so make and the compiler can remove half
-// written objects that would poison the next build). Steps are argv lists
-// run without a shell. Success is decided by checking the target again, not
-// by the steps' exit status alone. A build killed mid way (guard SIGKILLed
-// with its steps) is survivable: the next rebuild finds its marker and
-// removes the half written outputs make would trust (in the recipe's output
-// folders, nothing else), and a step orphaned by a guard killed alone keeps
-// the build lock until it ends.
+// written objects that would poison the next build; a step that ends
+// within the grace is a clean stop that keeps everything built). Steps are
+// argv lists run without a shell. Success is decided by checking the
+// target again, not by the steps' exit status alone. A build killed mid
+// way (guard SIGKILLed with its steps, or a step SIGKILLed after the grace)
+// is survivable: the next rebuild finds its marker and removes the outputs
+// provably cut short that make would trust (in the recipe's output folders,
+// nothing else, and never a whole file), and a step orphaned by a guard
+// killed alone keeps the build lock until it ends.
 package builds
 
 import (
@@ -189,9 +191,10 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 		fmt.Fprintf(logf, "== guard: %v\n", err)
 		return fmt.Errorf("build %s: %w", name, err)
 	}
-	// Steps that ended on their own (even with a failing status) leave
-	// outputs make can judge; only a step stopped from outside (timeout,
-	// cancel, a signal) keeps the marker for the next rebuild.
+	// Steps that ended on their own (even with a failing status), or
+	// within the grace after guard's SIGTERM, leave outputs make can
+	// judge; only a step killed before it could clean up (SIGKILLed after
+	// the grace, or by someone else) keeps the marker for the next rebuild.
 	env := b.stepEnv()
 	for i, step := range rec.Steps {
 		if len(step) == 0 {
@@ -255,18 +258,19 @@ func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWrite
 	return nil
 }
 
-// startRun scrubs what an interrupted earlier run left in the recipe's
-// output folders, when its marker is there, and writes this run's marker. A fresh clone holds nothing of that
-// run (and may hold committed binaries that must stay), so it is not
-// scrubbed.
+// startRun scrubs what an interrupted earlier run cut short in the
+// recipe's output folders, when its marker is there (under the build lock,
+// so the run that wrote it is gone), and writes this run's marker. A fresh
+// clone holds nothing of that run (and may hold committed binaries that
+// must stay), so it is not scrubbed.
 func (b *Builder) startRun(tool, name string, rec *manifest.Build, target, marker string, cloned bool, logf io.Writer) error {
 	if fi, err := os.Lstat(marker); err == nil && !cloned {
 		removed, err := scrubOutputs(rec.Dir, rec.Outputs, fi.ModTime(), logf)
 		if err != nil {
 			fmt.Fprintf(logf, "== guard: scrubbing the interrupted build: %v\n", err)
 		}
-		reason := fmt.Sprintf("interrupted build: removed %d partial outputs", len(removed))
-		fmt.Fprintf(b.stderr(), "guard: the last build of %s was interrupted (%s, marker %s); removed %d outputs it may have left half written\n",
+		reason := fmt.Sprintf("interrupted build: removed %d outputs it cut short", len(removed))
+		fmt.Fprintf(b.stderr(), "guard: the last build of %s was interrupted (%s, marker %s); removed %d outputs it cut short, kept everything whole\n",
 			name, fi.ModTime().Format(time.DateTime), marker, len(removed))
 		b.event(heallog.Event{Level: "warn", Event: "binary.rebuild", Tool: tool, Target: target, Reason: reason, Result: "cleaned"})
 	}
