@@ -40,7 +40,6 @@ func ScrubPartial(dir string, since time.Time) ([]string, error) {
 	return paths, err
 }
 
-
 // SetBeforeScrubRemove runs f just before each removal of the scrub; the
 // result restores.
 func SetBeforeScrubRemove(f func(path string)) (restore func()) {
