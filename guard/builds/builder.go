@@ -196,7 +196,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 	// judge; only a step killed before it could clean up (SIGKILLed after
 	// the grace, or by someone else) keeps the marker for the next rebuild.
 	env := b.stepEnv()
-	for i, step := range rec.Steps {
+	for i, step := range rec.ExpandedSteps() {
 		if len(step) == 0 {
 			os.Remove(marker)
 			return fail(&BuildError{Index: i + 1, Status: -1, Err: errors.New("empty step")})
