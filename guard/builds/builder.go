@@ -42,6 +42,7 @@ type Builder struct {
 	Stderr      io.Writer                   // progress and notices; nil discards
 	Package     func(command string) string // the Debian package of a command (manifest [packages]); nil or "": the command's name
 	HealTimeout time.Duration               // bound on a build or install, lock wait included; 0 = none
+	Grace       time.Duration               // between SIGTERM and SIGKILL of a stopped step's group; 0 = 3s
 	// ProgressEvery is how often a progress line is printed off a
 	// terminal; 0 is progress.DefaultEvery.
 	ProgressEvery time.Duration
@@ -204,7 +205,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 		out.SetPrefix(fmt.Sprintf("step %d/%d %s", i+1, len(rec.Steps), step[0]), rep)
 		fmt.Fprintf(logf, "$ %s\n", QuoteArgv(step))
 		if err := b.run(ctx, step, rec.Dir, env, out, lockFile); err != nil {
-			e := stepError(ctx, i+1, step, err)
+			e := b.stepError(ctx, i+1, step, err)
 			if !e.interrupted() {
 				os.Remove(marker)
 			}
@@ -250,7 +251,7 @@ func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWrite
 	env := append(b.baseEnv(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=true", "SSH_ASKPASS=true")
 	if err := b.run(ctx, argv, parent, env, out, lockFile); err != nil {
 		_ = os.RemoveAll(partial)
-		return stepError(ctx, 0, argv, err)
+		return b.stepError(ctx, 0, argv, err)
 	}
 	if err := os.Rename(partial, rec.Dir); err != nil {
 		return fmt.Errorf("move the clone into place: %w; run: %s", err, hint)

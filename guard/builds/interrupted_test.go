@@ -476,3 +476,14 @@ func TestScrubLeavesAFIFO(t *testing.T) {
 		t.Fatalf("the FIFO is gone or changed: %v", err)
 	}
 }
+
+// The grace is the Builder's ([budget] grace) when it sets one.
+func TestBuildGraceFromTheBuilder(t *testing.T) {
+	b, _, _ := newBuilder(t, "")
+	b.HealTimeout, b.Grace = 200*time.Millisecond, 250*time.Millisecond
+	rec := &manifest.Build{Name: "g", Dir: t.TempDir(), Steps: [][]string{{"sh", "-c", "trap '' TERM; sleep 30"}}}
+	err := b.Build(context.Background(), "x", rec, "")
+	if err == nil || !strings.Contains(err.Error(), "a process still ran after the 250ms grace and was killed") {
+		t.Fatalf("Build = %v; want the 250ms grace", err)
+	}
+}

@@ -23,8 +23,16 @@ import (
 )
 
 // killGrace is how long a step's process group has between SIGTERM and
-// SIGKILL once guard stops the build (its limit, a cancel, a signal).
+// SIGKILL once guard stops the build (its limit, a cancel, a signal),
+// when the Builder does not say ([budget] grace).
 var killGrace = 3 * time.Second
+
+func (b *Builder) grace() time.Duration {
+	if b.Grace > 0 {
+		return b.Grace
+	}
+	return killGrace
+}
 
 // errNotFound marks a step whose command is not on PATH.
 var errNotFound = errors.New("command not found")
@@ -36,7 +44,7 @@ var errKilled = errors.New("a process was still running after the grace and was 
 
 // run executes argv in dir with env in its own process group, stdin empty,
 // stdout and stderr into out. When ctx ends the whole group gets SIGTERM,
-// and the grace (killGrace) to end: make and ninja delete the target they
+// and the grace (Builder.Grace) to end: make and ninja delete the target they
 // were writing, and the compilers below them stop. A group that is gone
 // within the grace made a clean stop; one with a process still alive then
 // is SIGKILLed, and the error wraps errKilled. So no compiler outlives the
@@ -68,6 +76,7 @@ func (b *Builder) run(ctx context.Context, argv []string, dir string, env []stri
 	if lockFile != nil {
 		cmd.ExtraFiles = []*os.File{lockFile}
 	}
+	grace := b.grace()
 	var (
 		killer *time.Timer
 		mu     sync.Mutex
@@ -76,7 +85,7 @@ func (b *Builder) run(ctx context.Context, argv []string, dir string, env []stri
 	cmd.Cancel = func() error {
 		pid := cmd.Process.Pid
 		mu.Lock()
-		killer = time.AfterFunc(killGrace, func() {
+		killer = time.AfterFunc(grace, func() {
 			killed.Store(true)
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		})
@@ -84,7 +93,7 @@ func (b *Builder) run(ctx context.Context, argv []string, dir string, env []stri
 		return syscall.Kill(-pid, syscall.SIGTERM)
 	}
 	// Bounds Wait when a grandchild keeps the output pipe open.
-	cmd.WaitDelay = killGrace + time.Second
+	cmd.WaitDelay = grace + time.Second
 	err := cmd.Run()
 	mu.Lock()
 	stopping := killer
@@ -149,8 +158,8 @@ func groupLive(pgid int) bool {
 }
 
 // stepError turns a failed step into a *BuildError.
-func stepError(ctx context.Context, index int, argv []string, err error) *BuildError {
-	e := &BuildError{Index: index, Step: argv, Status: -1, Err: err, Killed: errors.Is(err, errKilled), Grace: killGrace}
+func (b *Builder) stepError(ctx context.Context, index int, argv []string, err error) *BuildError {
+	e := &BuildError{Index: index, Step: argv, Status: -1, Err: err, Killed: errors.Is(err, errKilled), Grace: b.grace()}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		e.Status = exit.ExitCode()
