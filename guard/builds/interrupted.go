@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/extent"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -197,8 +198,8 @@ var beforeScrubRemove func(path string)
 
 // cutShort says why the file rel below root, written since the interrupted
 // run began, is an output that run provably cut short, or "" to keep it:
-// an ELF file shorter than its own headers say (ELFExtent), an ar archive
-// whose last member runs past its end (arExtent), an empty file named as
+// an ELF file shorter than its own headers say (extent.ELF), an ar archive
+// whose last member runs past its end (extent.Archive), an empty file named as
 // a compiler or linker names what it writes (isProductName), or a file so
 // named whose header was never written (GNU as and ld write the ELF
 // header last, at close, so one killed before leaves zeros where it goes).
@@ -225,13 +226,13 @@ func cutShort(root *os.Root, rel string, fi fs.FileInfo) string {
 		return ""
 	}
 	size := now.Size()
-	if end, ok := ELFExtent(f); ok {
+	if end, ok := extent.ELF(f); ok {
 		if end > size {
 			return fmt.Sprintf("an ELF file cut off at %d of its %d bytes", size, end)
 		}
 		return ""
 	}
-	if end, cut := arExtent(f, size); cut {
+	if end, cut := extent.Archive(f, size); cut {
 		return fmt.Sprintf("an ar archive cut off at %d of at least %d bytes", size, end)
 	}
 	var head [4]byte

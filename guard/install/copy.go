@@ -3,7 +3,7 @@ package install
 import (
 	"fmt"
 
-	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/extent"
 	"github.com/sandbox-guard/guard/guard/state"
 )
 
@@ -26,7 +26,7 @@ func CopyProblem(path string) string {
 	case fi.Mode().Perm()&0o111 == 0:
 		return "not executable"
 	}
-	need, ok := builds.ELFExtent(f)
+	need, ok := extent.ELF(f)
 	if !ok {
 		return "not an ELF executable"
 	}

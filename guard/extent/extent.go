@@ -1,4 +1,12 @@
-package builds
+// Package extent reads where a file's own headers say it ends. A file a
+// writer was killed in the middle of is shorter than that: the ELF header
+// lists the segments, sections and header tables with their offsets and
+// sizes, and an ar archive gives each member its size. Both are read from
+// the headers alone (a few hundred bytes for ELF, 60 bytes a member for
+// ar), so telling a whole file from a cut one costs nothing like reading
+// it. guard's check of its own copy (install.CopyProblem) and the scrub
+// after an interrupted build (builds) share it.
+package extent
 
 import (
 	"encoding/binary"
@@ -7,22 +15,13 @@ import (
 	"strings"
 )
 
-// A file a writer was killed in the middle of is shorter than its own
-// headers say: the ELF header lists its segments, sections and header
-// tables with their offsets and sizes, and an ar archive gives each member
-// its size. Both are read from the headers alone (a few hundred bytes for
-// ELF, 60 bytes a member for ar), so telling a whole file from a cut one
-// costs nothing like reading it. install.CopyProblem uses the ELF check for
-// guard's own copy, the scrub after an interrupted build (interrupted.go)
-// both.
-
-// ELFExtent returns the offset where the last segment, section or header
+// ELF returns the offset where the last segment, section or header
 // table of the ELF file f ends: a file shorter than that was cut off. A
 // file that starts with the ELF magic but not with a whole ELF header has
 // the header's size as its extent. ok is false when f does not start with
 // the ELF magic, or its header cannot be read as one (then nothing is
 // known about its end).
-func ELFExtent(f io.ReaderAt) (end int64, ok bool) {
+func ELF(f io.ReaderAt) (end int64, ok bool) {
 	var h [64]byte
 	n, _ := f.ReadAt(h[:], 0)
 	if n < 6 || string(h[:4]) != "\x7fELF" {
@@ -104,7 +103,7 @@ func ELFExtent(f io.ReaderAt) (end int64, ok bool) {
 // thin archive ("!<thin>\n") holds only their names and is not read.
 const arMagic = "!<arch>\n"
 
-// arExtent returns where the last member of the ar archive f, size bytes
+// Archive returns where the last member of the ar archive f, size bytes
 // long, ends, when that is past size: the archive was cut off. It walks
 // the 60-byte member headers (name, dates, ids, mode, a decimal size, then
 // "`\n"); each member's data follows its header and is padded to an even
@@ -114,7 +113,7 @@ const arMagic = "!<arch>\n"
 // end is a member cut off. cut is false for a whole archive and for a
 // file that is not one, or whose headers are not ar's (nothing is known
 // about its end).
-func arExtent(f io.ReaderAt, size int64) (end int64, cut bool) {
+func Archive(f io.ReaderAt, size int64) (end int64, cut bool) {
 	var hdr [60]byte
 	if n, _ := f.ReadAt(hdr[:len(arMagic)], 0); n < len(arMagic) || string(hdr[:len(arMagic)]) != arMagic {
 		return 0, false
