@@ -16,9 +16,9 @@ import (
 )
 
 // An interrupted build is one whose steps did not end on their own: guard
-// died with them (a sandbox stopped, a SIGKILL), or guard stopped them
-// (its limit, Ctrl-C, SIGTERM) and a process of the step's group had to be
-// SIGKILLed after the grace. make trusts any output newer than its inputs,
+// died with them (a sandbox stopped, a SIGKILL), guard stopped them (its
+// limit, Ctrl-C, SIGTERM) and a process of the step's group had to be
+// SIGKILLed after the grace, or someone else killed a step by a signal. make trusts any output newer than its inputs,
 // so a compiler or linker killed mid write leaves a truncated object or
 // library that every later make run keeps, and each call then fails until
 // someone deletes the build folder. So a marker is written before the
@@ -54,9 +54,9 @@ func writeMarker(path string) error {
 // scrubOutputs removes what an interrupted run cut short: in each of the
 // recipe's output folders (never elsewhere under dir: a .venv, sources and
 // notes there are not the build's), the files modified at or after since
-// that cutShort proves were cut short. An output folder that is missing has nothing
-// to scrub; one reached through a symlink, or that is not below dir, is
-// left alone and said so in the log, as is every removal. No outputs (a
+// that cutShort proves were cut short. An output folder that is missing
+// has nothing to scrub; one reached through a symlink, or that is not
+// below dir, is left alone and said so in the log, as is every removal. No outputs (a
 // recipe's outputs = []) means nothing is scrubbed: manifest.Parse has
 // already given a recipe without the key its default folder.
 func scrubOutputs(dir string, outputs []string, since time.Time, logf io.Writer) (removed []string, err error) {
@@ -198,11 +198,11 @@ var beforeScrubRemove func(path string)
 
 // cutShort says why the file rel below root, written since the interrupted
 // run began, is an output that run provably cut short, or "" to keep it:
-// an ELF file shorter than its own headers say (extent.ELF), an ar archive
-// whose last member runs past its end (extent.Archive), an empty file named as
-// a compiler or linker names what it writes (isProductName), or a file so
-// named whose header was never written (GNU as and ld write the ELF
-// header last, at close, so one killed before leaves zeros where it goes).
+// an ELF file shorter than its own headers say (extent.ELF), an ar
+// archive whose members run past its end (extent.Archive), an empty file
+// named as a compiler or linker names what it writes (isProductName), or a
+// file so named whose header was never written (GNU as and ld write the
+// ELF header last, at close, so one killed before leaves zeros there).
 // A whole object, library or executable is kept, and so is anything else:
 // CMake's configure-time programs (CMakeFiles/*/CompilerIdC/a.out) are
 // whole ELF files, its caches and scripts are neither ELF nor ar. The file
