@@ -27,11 +27,17 @@ const (
 // is runtime.NumCPU, which honours the CPU affinity mask (taskset, a
 // container's cpuset).
 func (b *Build) ExpandedSteps() [][]string {
-	return expandSteps(b.Steps, b.Targets, runtime.NumCPU())
+	return expandSteps(b.Steps, b.Targets, strconv.Itoa(runtime.NumCPU()))
 }
 
-func expandSteps(steps [][]string, targets []string, jobs int) [][]string {
-	n := strconv.Itoa(jobs)
+// ResultSteps are the steps with {targets} expanded and {jobs} left as
+// written: what decides what a build makes (the job count does not), so
+// that a stash entry made on an 8-CPU machine matches on a 2-CPU one.
+func (b *Build) ResultSteps() [][]string {
+	return expandSteps(b.Steps, b.Targets, JobsPlaceholder)
+}
+
+func expandSteps(steps [][]string, targets []string, jobs string) [][]string {
 	out := make([][]string, len(steps))
 	for i, step := range steps {
 		s := make([]string, 0, len(step))
@@ -40,7 +46,7 @@ func expandSteps(steps [][]string, targets []string, jobs int) [][]string {
 				s = append(s, targets...)
 				continue
 			}
-			s = append(s, strings.ReplaceAll(arg, JobsPlaceholder, n))
+			s = append(s, strings.ReplaceAll(arg, JobsPlaceholder, jobs))
 		}
 		out[i] = s
 	}

@@ -59,6 +59,10 @@ package = "npm"
 			t.Errorf("%s: ExpandedSteps = %q, want %q", tt.build, got, tt.want)
 		}
 	}
+	wantKey := []string{"cmake", "--build", "build", "--target", "llama-completion", "llama-simple", "-j{jobs}"}
+	if got := m.Builds["b"].ResultSteps()[0]; !reflect.DeepEqual(got, wantKey) {
+		t.Errorf("ResultSteps()[0] = %q, want %q: the job count does not decide what a build makes", got, wantKey)
+	}
 	if s := m.Builds["b"].Steps[0][4]; s != "{targets}" {
 		t.Errorf("ExpandedSteps changed the recipe's own steps: %q", s)
 	}

@@ -383,3 +383,26 @@ build = "other"
 		t.Errorf("the build log does not show the step as it ran:\n%s", log)
 	}
 }
+
+// A stash entry is keyed by the steps with their targets: a recipe whose
+// tools change builds something else. The job count is not part of it
+// (manifest.Build.ResultSteps).
+func TestStashKeyHasTheTargets(t *testing.T) {
+	b, _, _ := newBuilder(t, "")
+	dir := t.TempDir()
+	guardtest.WriteFile(t, filepath.Join(dir, "main.c"), "int main(void) { return 0; }\n", 0o644)
+	key := func(targets ...string) string {
+		rec := &manifest.Build{Name: "k", Dir: dir, Steps: [][]string{{"make", "{targets}", "-j{jobs}"}}, Targets: targets, Outputs: []string{"build"}}
+		k, err := b.StashKey(context.Background(), rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.Sum
+	}
+	if key("a") == key("a", "b") {
+		t.Error("recipes building other targets share a stash key")
+	}
+	if key("a", "b") != key("a", "b") {
+		t.Error("the same recipe has two stash keys")
+	}
+}
