@@ -117,6 +117,7 @@ func (e *Engine) builder() *builds.Builder {
 		Stderr:        e.c.Stderr,
 		Package:       e.c.M.Package,
 		HealTimeout:   e.c.M.Budget.Heal.D(),
+		Grace:         e.c.M.Budget.Grace.D(),
 		Env:           e.c.Env,
 		ProgressEvery: e.c.ProgressEvery,
 		Stash:         e.Stash(),

@@ -57,6 +57,9 @@ type Build struct {
 	// Outputs are the folders below Dir the steps write (default "build"):
 	// the only place a scrub after an interrupted build may remove files.
 	Outputs []string `toml:"outputs,omitempty"`
+	// Targets are what a step's "{targets}" becomes (steps.go); without
+	// the key, the file names of the paths of the tools built by this
+	// recipe.
 	Targets []string `toml:"targets,omitempty"`
 	// StashFrom are read-only stashes other machines exported (`guard
 	// stash export`): file:// folders and https URLs, tried in order

@@ -136,6 +136,7 @@ func (m *Manifest) fill() {
 		}
 		t.Name = name
 	}
+	m.fillTargets()
 	for name, a := range m.Auth {
 		if a == nil {
 			a = new(Auth)

@@ -187,6 +187,16 @@ func (c *checker) build(b *Build) {
 		case step[0] == "":
 			c.errorf(path("builds", b.Name, "steps").index(i), "empty program name")
 		}
+		for j, arg := range step {
+			if why := placeholderError(arg, b.Targets, b.Name); why != "" {
+				c.errorf(path("builds", b.Name, "steps").index(i).index(j), "%s", why)
+			}
+		}
+	}
+	for i, t := range b.Targets {
+		if t == "" || strings.HasPrefix(t, "-") {
+			c.errorf(path("builds", b.Name, "targets").index(i), "%q is not a target name", t)
+		}
 	}
 	if b.Timeout < 0 {
 		c.durationError(path("builds", b.Name, "timeout"), b.Timeout)

@@ -3,9 +3,11 @@ package builds_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -335,5 +337,72 @@ func TestBuildShowsProgress(t *testing.T) {
 	line := "step 2/2 sh: [ 50%] Building C object main.c.o"
 	if out := stderr.String(); !strings.Contains(out, want) || !strings.Contains(out, line) {
 		t.Fatalf("stderr lacks %q / %q:\n%s", want, line, out)
+	}
+}
+
+// A heal builds what the manifest's tools run, not every target of the
+// project, with every CPU: of the four targets the manifest's tools name,
+// the two whose tools this recipe builds, and -j the CPU count. The fake cmake records its arguments; the
+// build log shows the step as it ran.
+func TestBuildOnlyTheToolsTargets(t *testing.T) {
+	bin, dir := t.TempDir(), t.TempDir()
+	argv := filepath.Join(dir, "argv")
+	guardtest.WriteFile(t, filepath.Join(bin, "cmake"), "#!/bin/sh\necho \"$@\" > "+argv+"\n", 0o755)
+	m, err := manifest.Parse("m.toml", []byte(fmt.Sprintf(`
+[builds.four]
+dir = %q
+steps = [["cmake", "--build", "build", "--target", "{targets}", "-j{jobs}"]]
+[tools.llama-completion]
+path = %q
+build = "four"
+[tools.llama-simple]
+path = %q
+build = "four"
+[builds.other]
+dir = %q
+steps = [["cmake", "--build", "build", "--target", "{targets}"]]
+[tools.llama-bench]
+path = "/other/build/bin/llama-bench"
+build = "other"
+[tools.llama-simple-chat]
+path = "/other/build/bin/llama-simple-chat"
+build = "other"
+`, dir, filepath.Join(dir, "build", "bin", "llama-completion"), filepath.Join(dir, "build", "bin", "llama-simple"), dir)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, _ := newBuilder(t, bin+":/usr/bin:/bin")
+	if err := b.Build(context.Background(), "llama-completion", m.Builds["four"], ""); err != nil {
+		t.Fatal(err)
+	}
+	want := "--build build --target llama-completion llama-simple -j" + strconv.Itoa(runtime.NumCPU())
+	if got, _ := os.ReadFile(argv); strings.TrimSpace(string(got)) != want {
+		t.Errorf("cmake ran with %q, want %q", got, want)
+	}
+	if log, _ := os.ReadFile(b.LogPath("four")); !strings.Contains(string(log), "$ cmake "+want+"\n") {
+		t.Errorf("the build log does not show the step as it ran:\n%s", log)
+	}
+}
+
+// A stash entry is keyed by the steps with their targets: a recipe whose
+// tools change builds something else. The job count is not part of it
+// (manifest.Build.ResultSteps).
+func TestStashKeyHasTheTargets(t *testing.T) {
+	b, _, _ := newBuilder(t, "")
+	dir := t.TempDir()
+	guardtest.WriteFile(t, filepath.Join(dir, "main.c"), "int main(void) { return 0; }\n", 0o644)
+	key := func(targets ...string) string {
+		rec := &manifest.Build{Name: "k", Dir: dir, Steps: [][]string{{"make", "{targets}", "-j{jobs}"}}, Targets: targets, Outputs: []string{"build"}}
+		k, err := b.StashKey(context.Background(), rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.Sum
+	}
+	if key("a") == key("a", "b") {
+		t.Error("recipes building other targets share a stash key")
+	}
+	if key("a", "b") != key("a", "b") {
+		t.Error("the same recipe has two stash keys")
 	}
 }

@@ -6,13 +6,15 @@
 // A rebuild is visible (a progress line on stderr, the full output in
 // STATE/builds/NAME.log) and bounded (the heal timeout kills the step's whole
 // process group, SIGTERM first so make and the compiler can remove half
-// written objects that would poison the next build). Steps are argv lists
-// run without a shell. Success is decided by checking the target again, not
-// by the steps' exit status alone. A build killed mid way (guard SIGKILLed
-// with its steps) is survivable: the next rebuild finds its marker and
-// removes the half written outputs make would trust (in the recipe's output
-// folders, nothing else), and a step orphaned by a guard killed alone keeps
-// the build lock until it ends.
+// written objects that would poison the next build; a step that ends
+// within the grace is a clean stop that keeps everything built). Steps are
+// argv lists run without a shell. Success is decided by checking the
+// target again, not by the steps' exit status alone. A build killed mid
+// way (guard SIGKILLed with its steps, or a step SIGKILLed after the grace)
+// is survivable: the next rebuild finds its marker and removes the outputs
+// provably cut short that make would trust (in the recipe's output folders,
+// nothing else, and never a whole file), and a step orphaned by a guard
+// killed alone keeps the build lock until it ends.
 package builds
 
 import (
@@ -40,6 +42,7 @@ type Builder struct {
 	Stderr      io.Writer                   // progress and notices; nil discards
 	Package     func(command string) string // the Debian package of a command (manifest [packages]); nil or "": the command's name
 	HealTimeout time.Duration               // bound on a build or install, lock wait included; 0 = none
+	Grace       time.Duration               // between SIGTERM and SIGKILL of a stopped step's group; 0 = 3s
 	// ProgressEvery is how often a progress line is printed off a
 	// terminal; 0 is progress.DefaultEvery.
 	ProgressEvery time.Duration
@@ -189,11 +192,12 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 		fmt.Fprintf(logf, "== guard: %v\n", err)
 		return fmt.Errorf("build %s: %w", name, err)
 	}
-	// Steps that ended on their own (even with a failing status) leave
-	// outputs make can judge; only a step stopped from outside (timeout,
-	// cancel, a signal) keeps the marker for the next rebuild.
+	// Steps that ended on their own (even with a failing status), or
+	// within the grace after guard's SIGTERM, leave outputs make can
+	// judge; only a step killed before it could clean up (SIGKILLed after
+	// the grace, or by someone else) keeps the marker for the next rebuild.
 	env := b.stepEnv()
-	for i, step := range rec.Steps {
+	for i, step := range rec.ExpandedSteps() {
 		if len(step) == 0 {
 			os.Remove(marker)
 			return fail(&BuildError{Index: i + 1, Status: -1, Err: errors.New("empty step")})
@@ -201,7 +205,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 		out.SetPrefix(fmt.Sprintf("step %d/%d %s", i+1, len(rec.Steps), step[0]), rep)
 		fmt.Fprintf(logf, "$ %s\n", QuoteArgv(step))
 		if err := b.run(ctx, step, rec.Dir, env, out, lockFile); err != nil {
-			e := stepError(ctx, i+1, step, err)
+			e := b.stepError(ctx, i+1, step, err)
 			if !e.interrupted() {
 				os.Remove(marker)
 			}
@@ -247,7 +251,7 @@ func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWrite
 	env := append(b.baseEnv(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=true", "SSH_ASKPASS=true")
 	if err := b.run(ctx, argv, parent, env, out, lockFile); err != nil {
 		_ = os.RemoveAll(partial)
-		return stepError(ctx, 0, argv, err)
+		return b.stepError(ctx, 0, argv, err)
 	}
 	if err := os.Rename(partial, rec.Dir); err != nil {
 		return fmt.Errorf("move the clone into place: %w; run: %s", err, hint)
@@ -255,18 +259,19 @@ func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWrite
 	return nil
 }
 
-// startRun scrubs what an interrupted earlier run left in the recipe's
-// output folders, when its marker is there, and writes this run's marker. A fresh clone holds nothing of that
-// run (and may hold committed binaries that must stay), so it is not
-// scrubbed.
+// startRun scrubs what an interrupted earlier run cut short in the
+// recipe's output folders, when its marker is there (under the build lock,
+// so the run that wrote it is gone), and writes this run's marker. A fresh
+// clone holds nothing of that run (and may hold committed binaries that
+// must stay), so it is not scrubbed.
 func (b *Builder) startRun(tool, name string, rec *manifest.Build, target, marker string, cloned bool, logf io.Writer) error {
 	if fi, err := os.Lstat(marker); err == nil && !cloned {
 		removed, err := scrubOutputs(rec.Dir, rec.Outputs, fi.ModTime(), logf)
 		if err != nil {
 			fmt.Fprintf(logf, "== guard: scrubbing the interrupted build: %v\n", err)
 		}
-		reason := fmt.Sprintf("interrupted build: removed %d partial outputs", len(removed))
-		fmt.Fprintf(b.stderr(), "guard: the last build of %s was interrupted (%s, marker %s); removed %d outputs it may have left half written\n",
+		reason := fmt.Sprintf("interrupted build: removed %d outputs it cut short", len(removed))
+		fmt.Fprintf(b.stderr(), "guard: the last build of %s was interrupted (%s, marker %s); removed %d outputs it cut short, kept everything whole\n",
 			name, fi.ModTime().Format(time.DateTime), marker, len(removed))
 		b.event(heallog.Event{Level: "warn", Event: "binary.rebuild", Tool: tool, Target: target, Reason: reason, Result: "cleaned"})
 	}

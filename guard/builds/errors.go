@@ -23,6 +23,10 @@ type BuildError struct {
 	Last   string         // the last line of output
 	Limit  time.Duration  // the heal timeout in force
 	Err    error          // the underlying error (context.DeadlineExceeded on timeout)
+	// Killed is set when guard stopped the step and a process of its
+	// group was still alive after the grace (Grace): it was SIGKILLed.
+	Killed bool
+	Grace  time.Duration
 }
 
 func (e *BuildError) Error() string {
@@ -41,6 +45,12 @@ func (e *BuildError) Error() string {
 			fmt.Fprintf(&b, " (%s)", QuoteArgv(e.Step))
 		}
 		b.WriteString(" " + e.what())
+		switch {
+		case e.Killed:
+			fmt.Fprintf(&b, ", and a process still ran after the %s grace and was killed: the next build removes what it cut short", e.Grace)
+		case e.stopped():
+			fmt.Fprintf(&b, " and ended within the %s grace: a clean stop, everything built so far is kept", e.Grace)
+		}
 	}
 	if e.Last != "" {
 		fmt.Fprintf(&b, "; last output: %q", clip(e.Last, 200))
@@ -71,10 +81,18 @@ func (e *BuildError) what() string {
 	return "failed"
 }
 
-// interrupted tells a step stopped from outside (the heal timeout, a
-// cancel, a signal) from one that ended on its own, with any status.
+// stopped tells a step guard stopped (its limit, a cancel, a signal to
+// guard) from one that ended by itself.
+func (e *BuildError) stopped() bool {
+	return errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled)
+}
+
+// interrupted tells a step that may have left outputs cut short: one guard
+// had to SIGKILL after the grace, or one someone else killed by a signal.
+// A step that ended by itself (with any status), or within the grace
+// after guard's SIGTERM, left outputs make can judge.
 func (e *BuildError) interrupted() bool {
-	return errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled) || e.Signal != 0
+	return e.Killed || e.Signal != 0 && !e.stopped()
 }
 
 // Unwrap gives errors.Is access to the cause (a timeout, a missing command).

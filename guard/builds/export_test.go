@@ -32,7 +32,12 @@ func ScrubPartial(dir string, since time.Time) ([]string, error) {
 		return nil, err
 	}
 	defer root.Close()
-	return scrubRoot(root, dir, since)
+	got, err := scrubRoot(root, dir, since)
+	var paths []string
+	for _, r := range got {
+		paths = append(paths, r.path)
+	}
+	return paths, err
 }
 
 // SetBeforeScrubRemove runs f just before each removal of the scrub; the

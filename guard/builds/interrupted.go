@@ -11,19 +11,23 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-guard/guard/guard/extent"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
-// An interrupted build is one whose steps did not run to their end: guard
-// (and usually the steps' process group with it) was SIGKILLed, or the heal
-// timeout stopped them. make trusts any output newer than its inputs, so a
-// linker killed mid write leaves a truncated library, or an executable
-// without its x bit, that every later make run keeps, and each call then
-// fails until someone deletes the build folder. So a marker is written
-// before the steps and removed once they have ended on their own; a rebuild
-// that finds it first removes, in the recipe's output folders only, the
-// build products the interrupted run may have left half written, and make
-// rebuilds them.
+// An interrupted build is one whose steps did not end on their own: guard
+// died with them (a sandbox stopped, a SIGKILL), guard stopped them (its
+// limit, Ctrl-C, SIGTERM) and a process of the step's group had to be
+// SIGKILLed after the grace, or someone else killed a step by a signal. make trusts any output newer than its inputs,
+// so a compiler or linker killed mid write leaves a truncated object or
+// library that every later make run keeps, and each call then fails until
+// someone deletes the build folder. So a marker is written before the
+// steps and removed once they have ended: on their own, or within the
+// grace after SIGTERM, which make and ninja use to delete the target they
+// were writing (a clean stop, see run). A rebuild that finds the marker
+// first removes, in the recipe's output folders only, the products the
+// interrupted run provably cut short (cutShort), and make rebuilds those;
+// everything whole is kept, so no finished compile is done twice.
 
 // markerPath is the interrupted-build marker of the recipe named name.
 func (b *Builder) markerPath(name string) string {
@@ -47,12 +51,12 @@ func writeMarker(path string) error {
 	return f.Close()
 }
 
-// scrubOutputs removes what an interrupted run may have left half written:
-// in each of the recipe's output folders (never elsewhere under dir: a
-// .venv, sources and notes there are not the build's), the build products
-// modified at or after since. An output folder that is missing has nothing
-// to scrub; one reached through a symlink, or that is not below dir, is
-// left alone and said so in the log, as is every removal. No outputs (a
+// scrubOutputs removes what an interrupted run cut short: in each of the
+// recipe's output folders (never elsewhere under dir: a .venv, sources and
+// notes there are not the build's), the files modified at or after since
+// that cutShort proves were cut short. An output folder that is missing
+// has nothing to scrub; one reached through a symlink, or that is not
+// below dir, is left alone and said so in the log, as is every removal. No outputs (a
 // recipe's outputs = []) means nothing is scrubbed: manifest.Parse has
 // already given a recipe without the key its default folder.
 func scrubOutputs(dir string, outputs []string, since time.Time, logf io.Writer) (removed []string, err error) {
@@ -80,10 +84,10 @@ func scrubOutputs(dir string, outputs []string, since time.Time, logf io.Writer)
 		}
 		got, err := scrubRoot(root, filepath.Join(dir, filepath.Clean(out)), since)
 		root.Close()
-		for _, p := range got {
-			fmt.Fprintf(logf, "== guard: removed %s (a partial output of the interrupted build)\n", p)
+		for _, r := range got {
+			fmt.Fprintf(logf, "== guard: removed %s (cut short by the interrupted build: %s)\n", r.path, r.why)
+			removed = append(removed, r.path)
 		}
-		removed = append(removed, got...)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -130,14 +134,16 @@ func outputRoot(top *os.Root, out string) (root *os.Root, why string) {
 	return root, ""
 }
 
+// A removal is one file the scrub removed, named below the output folder's
+// path, and why (cutShort).
+type removal struct{ path, why string }
+
 // scrubRoot removes, below root, the regular files modified at or after
-// since that a build step writes (see isBuildProduct) and returns their
-// paths, named below dir, root's path. It never follows a symlink, never
-// enters .git, and leaves sources alone: a source file newer than since is
-// not a product. Every look and removal goes through root, so a folder
+// since that cutShort proves were cut short, and returns them, named below
+// dir, root's path. It never follows a symlink and never enters .git. Every look and removal goes through root, so a folder
 // swapped for a symlink during the walk cannot lead it out of root. Files
 // it cannot read or remove are left for make to trip over, with the error.
-func scrubRoot(root *os.Root, dir string, since time.Time) (removed []string, err error) {
+func scrubRoot(root *os.Root, dir string, since time.Time) (removed []removal, err error) {
 	if filepath.Base(dir) == ".git" {
 		return nil, nil
 	}
@@ -162,7 +168,8 @@ func scrubRoot(root *os.Root, dir string, since time.Time) (removed []string, er
 		if err != nil || !fi.Mode().IsRegular() || fi.ModTime().Before(since) {
 			return nil
 		}
-		if !isBuildProduct(root, name, fi) {
+		why := cutShort(root, name, fi)
+		if why == "" {
 			return nil
 		}
 		path := filepath.Join(dir, name)
@@ -176,7 +183,7 @@ func scrubRoot(root *os.Root, dir string, since time.Time) (removed []string, er
 			errs = append(errs, err)
 			return nil
 		}
-		removed = append(removed, path)
+		removed = append(removed, removal{path, why})
 		return nil
 	})
 	if walkErr != nil {
@@ -189,43 +196,69 @@ func scrubRoot(root *os.Root, dir string, since time.Time) (removed []string, er
 // removes path.
 var beforeScrubRemove func(path string)
 
+// cutShort says why the file rel below root, written since the interrupted
+// run began, is an output that run provably cut short, or "" to keep it:
+// an ELF file shorter than its own headers say (extent.ELF), an ar
+// archive whose members run past its end (extent.Archive), an empty file
+// named as a compiler or linker names what it writes (isProductName), or a
+// file so named whose header was never written (GNU as and ld write the
+// ELF header last, at close, so one killed before leaves zeros there).
+// A whole object, library or executable is kept, and so is anything else:
+// CMake's configure-time programs (CMakeFiles/*/CompilerIdC/a.out) are
+// whole ELF files, its caches and scripts are neither ELF nor ar. The file
+// is opened without waiting on a FIFO and judged only when it is still the
+// regular file that was walked (fi).
+func cutShort(root *os.Root, rel string, fi fs.FileInfo) string {
+	product := isProductName(fi.Name())
+	if fi.Size() == 0 {
+		if product {
+			return "empty"
+		}
+		return ""
+	}
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	now, err := f.Stat()
+	if err != nil || !now.Mode().IsRegular() || !os.SameFile(fi, now) {
+		return ""
+	}
+	size := now.Size()
+	if end, ok := extent.ELF(f); ok {
+		if end > size {
+			return fmt.Sprintf("an ELF file cut off at %d of its %d bytes", size, end)
+		}
+		return ""
+	}
+	if end, cut := extent.Archive(f, size); cut {
+		return fmt.Sprintf("an ar archive cut off at %d of at least %d bytes", size, end)
+	}
+	var head [4]byte
+	if product && size >= int64(len(head)) {
+		if _, err := f.ReadAt(head[:], 0); err == nil && head == [4]byte{} {
+			return "its header was never written"
+		}
+	}
+	return ""
+}
+
 // productSuffixes are the names compilers and linkers write.
 var productSuffixes = []string{".o", ".obj", ".a", ".so"}
 
-// sourceSuffixes keep an empty file that is a source (an empty header, a
-// placeholder) from being taken for an output cut short.
-var sourceSuffixes = []string{
-	".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".m", ".mm", ".metal",
-	".py", ".sh", ".txt", ".cmake", ".in", ".md", ".json", ".toml", ".yaml", ".yml", ".go", ".rs",
-}
-
-// isBuildProduct tells an output of a compile or link step: a name ending
-// .o .obj .a .so .so.N, or contents that are an ELF file or an ar archive,
-// or an empty file (an output cut off before its first byte) unless its
-// name is a source's. rel is the file's name below root.
-func isBuildProduct(root *os.Root, rel string, fi fs.FileInfo) bool {
-	name := fi.Name()
+// isProductName tells the name of a compile or link step's output: one
+// ending .o .obj .a .so or .so.N, or one without an extension (an
+// executable, such as bin/llama-completion). Dot files (.gitkeep) and
+// names with any other extension (a header, a CMake script, a .d file)
+// are not.
+func isProductName(name string) bool {
 	for _, s := range productSuffixes {
 		if strings.HasSuffix(name, s) {
 			return true
 		}
 	}
-	if isVersionedSO(name) {
-		return true
-	}
-	if fi.Size() == 0 {
-		if strings.HasPrefix(name, ".") {
-			return false // .gitkeep and the like
-		}
-		for _, s := range sourceSuffixes {
-			if strings.HasSuffix(name, s) {
-				return false
-			}
-		}
-		return true
-	}
-	magic, ok := readMagic(root, rel)
-	return ok && (strings.HasPrefix(magic, "\x7fELF") || strings.HasPrefix(magic, "!<arch>"))
+	return isVersionedSO(name) || filepath.Ext(name) == ""
 }
 
 // isVersionedSO matches libx.so.1 and libx.so.1.2.3.
@@ -240,20 +273,4 @@ func isVersionedSO(name string) bool {
 		}
 	}
 	return true
-}
-
-// readMagic reads the first 8 bytes of the file name in root, without
-// waiting on a FIFO swapped in.
-func readMagic(root *os.Root, name string) (string, bool) {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	var buf [8]byte
-	n, err := io.ReadFull(f, buf[:])
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return "", false
-	}
-	return string(buf[:n]), true
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,25 +18,43 @@ import (
 	"github.com/sandbox-guard/guard/manifest"
 )
 
+// The scrub removes what an interrupted run provably cut short and keeps
+// everything whole: the finished objects of a build stopped at half are
+// its work, and CMake's configure-time programs are whole ELF files.
 func TestScrubPartial(t *testing.T) {
 	dir := t.TempDir()
 	outside := t.TempDir()
 	since := time.Now().Add(-time.Hour)
-	elf := "\x7fELF\x02\x01\x01" + strings.Repeat("\x00", 40)
+	p := realProducts(t)
+	elf := "\x7fELF\x02\x01\x01" + strings.Repeat("\x00", 40) // a header cut off
 	files := []struct {
 		path, data string
 		old        bool // modified before the marker
 		removed    bool
 	}{
-		{"build/bin/tool", elf, false, true},                 // executable without its x bit
-		{"build/bin/libx.so", elf[:10], false, true},         // cut short
-		{"build/bin/libx.so.1.2.3", "whatever", false, true}, // versioned name
-		{"build/bin/empty-tool", "", false, true},            // cut before its first byte
-		{"build/CMakeFiles/x.dir/main.c.o", "junk", false, true},
-		{"build/libstatic.a", "!<arch>\nmore", false, true},
-		{"build/bin/old-tool", elf, true, false}, // before the interrupted run
+		{"build/CMakeFiles/x.dir/whole.c.o", p.obj, false, false},
+		{"build/CMakeFiles/x.dir/cut.c.o", p.obj[:len(p.obj)-1], false, true},
+		{"build/CMakeFiles/x.dir/half.c.o", p.obj[:len(p.obj)/2], false, true},
+		{"build/CMakeFiles/x.dir/unwritten.c.o", strings.Repeat("\x00", 512), false, true},
+		{"build/CMakeFiles/x.dir/junk.c.o", "junk", false, false}, // not cut short: not the scrub's to judge
+		{"build/CMakeFiles/3.25.1/CompilerIdC/a.out", p.exe, false, false},
+		{"build/CMakeFiles/3.25.1/CMakeDetermineCompilerABI_C.bin", p.exe, false, false},
+		{"build/bin/tool", p.exe, false, false},
+		{"build/bin/cut-tool", p.exe[:len(p.exe)/3], false, true},
+		{"build/bin/tool-header", elf, false, true},
+		{"build/bin/libx.so", p.exe[:10], false, true},
+		{"build/bin/libx.so.1.2.3", p.exe[:100], false, true}, // versioned name
+		{"build/bin/empty-tool", "", false, true},             // cut before its first byte
+		{"build/bin/empty.o", "", false, true},
+		{"build/libstatic.a", p.ar, false, false},
+		{"build/libcut.a", p.ar[:len(p.ar)-3], false, true},
+		{"build/libmember.a", p.ar[:p.arMember], false, true}, // cut between two members
+		{"build/libheader.a", p.ar[:p.arMember+30], false, true},
+		{"build/bin/old-tool", p.exe[:10], true, false}, // before the interrupted run
 		{"build/CMakeFiles/x.dir/main.c.o.d", "main.c.o: main.c\n", false, false},
+		{"build/CMakeFiles/x.dir/link.d", "", false, false},
 		{"build/Makefile", "all:\n", false, false},
+		{"build/CMakeCache.txt", "", false, false},
 		{"main.c", "int main(void) { return 0; }\n", false, false},
 		{"empty.h", "", false, false},
 		{".gitkeep", "", false, false},
@@ -177,6 +196,9 @@ func TestBuildHealsInterruptedBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	simple := filepath.Join(bin, "llama-simple")
+	if err := os.Truncate(simple, 1000); err != nil { // the linker writes its mode last
+		t.Fatal(err)
+	}
 	if err := os.Chmod(simple, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +233,7 @@ func TestBuildHealsInterruptedBuild(t *testing.T) {
 	}
 	var cleaned bool
 	for _, ev := range evs.Named("binary.rebuild") {
-		if ev.Reason == "interrupted build: removed 2 partial outputs" && ev.Target == target {
+		if ev.Reason == "interrupted build: removed 2 outputs it cut short" && ev.Target == target {
 			cleaned = true
 		}
 	}
@@ -222,34 +244,51 @@ func TestBuildHealsInterruptedBuild(t *testing.T) {
 		t.Fatalf("the scrub is not said on stderr:\n%s", stderr.String())
 	}
 	log, _ := os.ReadFile(b.LogPath("fixture"))
-	if !strings.Contains(string(log), "removed "+lib+" (a partial output") || strings.Contains(string(log), "removed "+obj) {
+	if !strings.Contains(string(log), "removed "+lib+" (cut short by the interrupted build") || strings.Contains(string(log), "removed "+obj) {
 		t.Fatalf("build log:\n%s", log)
 	}
 }
 
-// The marker outlives only steps stopped from outside.
+// The marker outlives only steps killed before they could clean up: one
+// that ends within the grace after guard's SIGTERM is a clean stop, one
+// still running after it is SIGKILLed, and the build log and the error say
+// which.
 func TestBuildMarker(t *testing.T) {
-	defer builds.SetKillGrace(200 * time.Millisecond)()
+	defer builds.SetKillGrace(300 * time.Millisecond)()
 	for _, tt := range []struct {
 		name    string
 		step    []string
 		timeout time.Duration
 		kept    bool
+		says    string // in the error and the build log
 	}{
-		{"success", []string{"true"}, 0, false},
-		{"failing status", []string{"false"}, 0, false},
-		{"command not found", []string{"no-such-command-guard-test"}, 0, false},
-		{"heal timeout", []string{"sleep", "30"}, 300 * time.Millisecond, true},
-		{"killed by a signal", []string{"sh", "-c", "kill -KILL $$"}, 0, true},
+		{"success", []string{"true"}, 0, false, ""},
+		{"failing status", []string{"false"}, 0, false, "exited with status 1"},
+		{"command not found", []string{"no-such-command-guard-test"}, 0, false, "command not found"},
+		{"heal timeout, clean stop", []string{"sleep", "30"}, 300 * time.Millisecond, false,
+			"was stopped by the heal timeout (300ms) and ended within the 300ms grace: a clean stop, everything built so far is kept"},
+		// The leader ends at once; a child that shrugs off SIGTERM (an
+		// ignored signal stays ignored across exec) is what is killed.
+		{"heal timeout, a child ignores SIGTERM", []string{"sh", "-c", "trap '' TERM; sleep 30 & trap - TERM; wait"}, 300 * time.Millisecond, true,
+			"and a process still ran after the 300ms grace and was killed: the next build removes what it cut short"},
+		{"heal timeout, the leader ignores SIGTERM", []string{"sh", "-c", "trap '' TERM; sleep 30"}, 300 * time.Millisecond, true,
+			"and a process still ran after the 300ms grace and was killed"},
+		{"killed by a signal", []string{"sh", "-c", "kill -KILL $$"}, 0, true, "was killed by signal 9"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b, _, _ := newBuilder(t, "")
 			b.HealTimeout = tt.timeout
 			rec := &manifest.Build{Name: "m", Dir: t.TempDir(), Steps: [][]string{tt.step}}
-			_ = b.Build(context.Background(), "x", rec, "")
-			_, err := os.Stat(b.MarkerPath("m"))
-			if kept := err == nil; kept != tt.kept {
-				t.Fatalf("marker kept %v, want %v (%v)", kept, tt.kept, err)
+			err := b.Build(context.Background(), "x", rec, "")
+			if tt.says == "" && err != nil || tt.says != "" && (err == nil || !strings.Contains(err.Error(), tt.says)) {
+				t.Errorf("Build = %v; want it to say %q", err, tt.says)
+			}
+			if log, _ := os.ReadFile(b.LogPath("m")); !strings.Contains(string(log), tt.says) {
+				t.Errorf("the build log does not say %q:\n%s", tt.says, log)
+			}
+			_, statErr := os.Stat(b.MarkerPath("m"))
+			if kept := statErr == nil; kept != tt.kept {
+				t.Fatalf("marker kept %v, want %v (%v)", kept, tt.kept, statErr)
 			}
 		})
 	}
@@ -305,11 +344,11 @@ func TestScrubTouchesOnlyOutputs(t *testing.T) {
 				if _, err := os.Stat(full); !errors.Is(err, os.ErrNotExist) {
 					t.Errorf("the scrub left %s, a partial output of the killed build: %v", p, err)
 				}
-				if !strings.Contains(string(log), "removed "+full+" (a partial output") {
+				if !strings.Contains(string(log), "removed "+full+" (cut short by the interrupted build") {
 					t.Errorf("the build log does not name the removal of %s:\n%s", p, log)
 				}
 			}
-			want := fmt.Sprintf("interrupted build: removed %d partial outputs", len(tt.built))
+			want := fmt.Sprintf("interrupted build: removed %d outputs it cut short", len(tt.built))
 			if evs := evs.Named("binary.rebuild"); len(evs) == 0 || evs[0].Reason != want {
 				t.Errorf("binary.rebuild events %+v, want one saying %q", evs, want)
 			}
@@ -360,7 +399,7 @@ func TestScrubWithNoOutputs(t *testing.T) {
 	if _, err := os.Stat(lib); err != nil {
 		t.Errorf("the scrub removed %s with no output folder declared: %v", lib, err)
 	}
-	want := "interrupted build: removed 0 partial outputs"
+	want := "interrupted build: removed 0 outputs it cut short"
 	if evs := evs.Named("binary.rebuild"); len(evs) == 0 || evs[0].Reason != want {
 		t.Errorf("binary.rebuild events %+v, want one saying %q", evs, want)
 	}
@@ -375,5 +414,76 @@ func killedRun(t *testing.T, b *builds.Builder, name string) {
 	old := time.Now().Add(-time.Minute)
 	if err := os.Chtimes(marker, old, old); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// products are whole build products made by the system's compiler,
+// linker and ar, for the scrub to tell from cut ones.
+type products struct {
+	obj, exe, ar string
+	arMember     int // where the archive's second member begins
+}
+
+func realProducts(t *testing.T) products {
+	t.Helper()
+	dir := t.TempDir()
+	guardtest.WriteFile(t, filepath.Join(dir, "a.c"), "int a(void) { return 1; }\n", 0o644)
+	guardtest.WriteFile(t, filepath.Join(dir, "b.c"), "int b(void) { return 2; }\nint main(void) { return b() - 2; }\n", 0o644)
+	for _, c := range [][]string{
+		{"cc", "-c", "a.c", "b.c"},
+		{"cc", "-o", "exe", "a.o", "b.o"},
+		{"ar", "rcs", "lib.a", "a.o", "b.o"},
+	} {
+		cmd := exec.Command(c[0], c[1:]...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	p := products{obj: read("a.o"), exe: read("exe"), ar: read("lib.a")}
+	// The members after the symbol table: a.o, then b.o.
+	p.arMember = strings.LastIndex(p.ar, "b.o/")
+	if p.arMember < 0 {
+		t.Fatalf("no member b.o in the archive")
+	}
+	return p
+}
+
+// A FIFO planted among the outputs, named as a product, is never opened
+// (an open for reading would wait for a writer) and never removed.
+func TestScrubLeavesAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "bin", "libx.so")
+	if err := os.MkdirAll(filepath.Dir(fifo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	guardtest.Within(t, "the scrub of a folder holding a FIFO", func() {
+		if _, err := builds.ScrubPartial(dir, time.Now().Add(-time.Hour)); err != nil {
+			t.Error(err)
+		}
+	})
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("the FIFO is gone or changed: %v", err)
+	}
+}
+
+// The grace is the Builder's ([budget] grace) when it sets one.
+func TestBuildGraceFromTheBuilder(t *testing.T) {
+	b, _, _ := newBuilder(t, "")
+	b.HealTimeout, b.Grace = 200*time.Millisecond, 250*time.Millisecond
+	rec := &manifest.Build{Name: "g", Dir: t.TempDir(), Steps: [][]string{{"sh", "-c", "trap '' TERM; sleep 30"}}}
+	err := b.Build(context.Background(), "x", rec, "")
+	if err == nil || !strings.Contains(err.Error(), "a process still ran after the 250ms grace and was killed") {
+		t.Fatalf("Build = %v; want the 250ms grace", err)
 	}
 }

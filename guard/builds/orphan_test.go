@@ -23,10 +23,14 @@ import (
 const helperEnv = "GUARD_BUILDS_TEST_HELPER"
 
 // runBuildHelper builds the recipe "orphan" in $GUARD_BUILDS_TEST_DIR with
-// state in $GUARD_BUILDS_TEST_STATE, its one step being sh step.sh.
+// state in $GUARD_BUILDS_TEST_STATE, its one step being sh step.sh, or
+// the recipe manyRecipe makes when $GUARD_BUILDS_TEST_MANY is set.
 func runBuildHelper() int {
 	b := &builds.Builder{StateDir: os.Getenv("GUARD_BUILDS_TEST_STATE"), Stderr: os.Stderr}
 	rec := &manifest.Build{Name: "orphan", Dir: os.Getenv("GUARD_BUILDS_TEST_DIR"), Steps: [][]string{{"sh", "step.sh"}}}
+	if os.Getenv("GUARD_BUILDS_TEST_MANY") != "" {
+		rec = manyRecipe(rec.Dir)
+	}
 	if err := b.Build(context.Background(), "helper", rec, ""); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -176,7 +176,7 @@ func (b *Builder) aptInstall(ctx context.Context, pkgs []string) error {
 	}
 	if err != nil {
 		rep.Stop("")
-		e := stepError(ctx, 1, installArgv, err)
+		e := b.stepError(ctx, 1, installArgv, err)
 		e.Name, e.Steps, e.Last, e.Log = "install "+list, 1, out.Last(), logPath
 		msg := fmt.Sprintf("install %s: %s %s", list, QuoteArgv(installArgv), e.what())
 		if e.Last != "" {

@@ -1,6 +1,7 @@
 package builds
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -20,15 +23,32 @@ import (
 )
 
 // killGrace is how long a step's process group has between SIGTERM and
-// SIGKILL once the heal timeout expires.
+// SIGKILL once guard stops the build (its limit, a cancel, a signal),
+// when the Builder does not say ([budget] grace).
 var killGrace = 3 * time.Second
+
+func (b *Builder) grace() time.Duration {
+	if b.Grace > 0 {
+		return b.Grace
+	}
+	return killGrace
+}
 
 // errNotFound marks a step whose command is not on PATH.
 var errNotFound = errors.New("command not found")
 
+// errKilled marks a step guard stopped whose group still had a live
+// process when the grace after SIGTERM ran out: that process was
+// SIGKILLed, and what it was writing may be cut short.
+var errKilled = errors.New("a process was still running after the grace and was killed")
+
 // run executes argv in dir with env in its own process group, stdin empty,
 // stdout and stderr into out. When ctx ends the whole group gets SIGTERM,
-// then SIGKILL after killGrace, so no compiler outlives the build.
+// and the grace (Builder.Grace) to end: make and ninja delete the target they
+// were writing, and the compilers below them stop. A group that is gone
+// within the grace made a clean stop; one with a process still alive then
+// is SIGKILLed, and the error wraps errKilled. So no compiler outlives the
+// build, and the caller knows whether anything was cut off.
 //
 // lockFile, when set, is the build lock's open file; the step inherits it
 // (as fd 3), so the lock stays held while any process of the step lives,
@@ -56,26 +76,42 @@ func (b *Builder) run(ctx context.Context, argv []string, dir string, env []stri
 	if lockFile != nil {
 		cmd.ExtraFiles = []*os.File{lockFile}
 	}
-	var killer *time.Timer
-	var mu sync.Mutex
+	grace := b.grace()
+	var (
+		killer *time.Timer
+		mu     sync.Mutex
+		killed atomic.Bool
+	)
 	cmd.Cancel = func() error {
 		pid := cmd.Process.Pid
 		mu.Lock()
-		killer = time.AfterFunc(killGrace, func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+		killer = time.AfterFunc(grace, func() {
+			killed.Store(true)
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		})
 		mu.Unlock()
 		return syscall.Kill(-pid, syscall.SIGTERM)
 	}
 	// Bounds Wait when a grandchild keeps the output pipe open.
-	cmd.WaitDelay = killGrace + time.Second
+	cmd.WaitDelay = grace + time.Second
 	err := cmd.Run()
 	mu.Lock()
-	if killer != nil {
-		killer.Stop()
-		// The leader is gone; finish off anything of its group that shrugged
-		// off SIGTERM (its pid is not reused while the group still exists).
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	stopping := killer
 	mu.Unlock()
+	if stopping != nil {
+		// The leader is gone; the rest of its group (make below cmake,
+		// the compilers below make) has what is left of the grace to end.
+		// Its pid is not reused while the group still exists.
+		pgid := cmd.Process.Pid
+		for groupLive(pgid) && !killed.Load() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		stopping.Stop()
+		if groupLive(pgid) {
+			killed.Store(true)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
 	if errors.Is(err, exec.ErrWaitDelay) {
 		return nil // exited 0; only a leftover grandchild held the pipe
 	}
@@ -83,14 +119,47 @@ func (b *Builder) run(ctx context.Context, argv []string, dir string, env []stri
 		return nil
 	}
 	if ctx.Err() != nil {
+		if killed.Load() {
+			return fmt.Errorf("%w: %w (%v)", ctx.Err(), errKilled, err)
+		}
 		return fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
 	return err
 }
 
+// groupLive reports whether a process of the process group pgid is alive.
+// A zombie is not: it writes nothing more, and it stays until a parent
+// (or an init that may never) reaps it.
+func groupLive(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // cannot tell: the grace runs out and SIGKILL follows
+	}
+	want := strconv.Itoa(pgid)
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + p.Name() + "/stat")
+		i := bytes.LastIndexByte(stat, ')')
+		if err != nil || i < 0 {
+			continue // gone meanwhile
+		}
+		// After the command's name: state, ppid, pgrp (proc(5)).
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 2 && f[2] == want && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
+}
+
 // stepError turns a failed step into a *BuildError.
-func stepError(ctx context.Context, index int, argv []string, err error) *BuildError {
-	e := &BuildError{Index: index, Step: argv, Status: -1, Err: err}
+func (b *Builder) stepError(ctx context.Context, index int, argv []string, err error) *BuildError {
+	e := &BuildError{Index: index, Step: argv, Status: -1, Err: err, Killed: errors.Is(err, errKilled), Grace: b.grace()}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		e.Status = exit.ExitCode()

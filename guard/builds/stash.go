@@ -17,10 +17,10 @@ import (
 // and a heal of a missing or broken binary restores it before running any
 // step: Build calls restore first and stashBuild after a good build.
 
-// stashSteps are the steps a stash entry is keyed by: the recipe's steps as
-// the manifest writes them. This is the one place to key by the steps as
-// run instead, once they are expanded.
-func stashSteps(rec *manifest.Build) [][]string { return rec.Steps }
+// stashSteps are the steps a stash entry is keyed by: the recipe's steps
+// with their targets expanded, the job count left out
+// (manifest.Build.ResultSteps).
+func stashSteps(rec *manifest.Build) [][]string { return rec.ResultSteps() }
 
 // StashKey is the key a build of rec would be stashed under now.
 func (b *Builder) StashKey(ctx context.Context, rec *manifest.Build) (stash.Key, error) {

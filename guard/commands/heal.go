@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/sandbox-guard/guard/guard"
+	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
@@ -40,6 +41,9 @@ type HealReport struct {
 	DryRun  bool         `json:"dry_run"`
 	Plan    string       `json:"plan"`
 	Results []HealResult `json:"results"`
+	// Steps are, in a dry run, the steps each planned build would run,
+	// its placeholders expanded.
+	Steps map[string][][]string `json:"steps,omitempty"`
 }
 
 // UsageError is a command given something it cannot take: exit 2.
@@ -76,6 +80,9 @@ func Heal(ctx context.Context, e *guard.Engine, out io.Writer, o HealOptions) (b
 		h.auth()
 	}
 	report := HealReport{OK: h.ok, DryRun: o.DryRun, Plan: planTotal(jobs), Results: h.results}
+	if o.DryRun {
+		report.Steps = plannedSteps(c, jobs)
+	}
 	if o.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -302,6 +309,12 @@ func printHeal(out io.Writer, r HealReport) {
 	tw.Flush()
 	if r.DryRun {
 		fmt.Fprintf(out, "plan: %s\n", r.Plan)
+	}
+	for _, name := range sortedKeys(r.Steps) {
+		fmt.Fprintf(out, "build %s runs:\n", printable(name))
+		for _, step := range r.Steps[name] {
+			fmt.Fprintf(out, "  %s\n", printable(builds.QuoteArgv(step)))
+		}
 	}
 }
 

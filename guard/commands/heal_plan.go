@@ -80,6 +80,21 @@ func toolJob(c *guard.Config, tool *manifest.Tool) *job {
 	return j
 }
 
+// plannedSteps are the steps each build job runs, as the builder will run
+// them (manifest.Build.ExpandedSteps).
+func plannedSteps(c *guard.Config, jobs []*job) map[string][][]string {
+	var steps map[string][][]string
+	for _, j := range jobs {
+		if rec := c.M.Builds[j.name]; j.kind == "build" && rec != nil {
+			if steps == nil {
+				steps = map[string][][]string{}
+			}
+			steps[j.name] = rec.ExpandedSteps()
+		}
+	}
+	return steps
+}
+
 // cost says what a build will cost as far as guard knows: its last good
 // run here, and the clone it needs first.
 func (j *job) cost() string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -70,6 +71,9 @@ func Which(e *guard.Engine, out io.Writer, name string) bool {
 	if rec := c.M.Builds[tool.Build]; rec != nil {
 		b := buildState(e, rec)
 		row("build", printable(b.Name), p.tilde(b.Dir)+"  "+sourceText(b)+"; "+lastBuilt(b)+"; log "+p.tilde(b.Log))
+		for i, step := range rec.ExpandedSteps() {
+			row("step", strconv.Itoa(i+1), printable(builds.QuoteArgv(step)))
+		}
 		row("stash", strings.TrimPrefix(stashText(b.Stash), "stash "), "")
 	}
 	if tool.Package != "" {

@@ -32,7 +32,7 @@ func TestCopyProblem(t *testing.T) {
 		{"cut near the end", write("cut-end", exe[:len(exe)-1], 0o755), "cut off"},
 		{"cut in half", write("cut-half", exe[:len(exe)/2], 0o755), "cut off"},
 		{"only the header", write("cut-header", exe[:64], 0o755), "cut off"},
-		{"cut inside the header", write("cut-inside", exe[:20], 0o755), "not an ELF executable"},
+		{"cut inside the header", write("cut-inside", exe[:20], 0o755), "cut off (20 of 64 bytes)"},
 		{"not executable", write("noexec", exe, 0o644), "not executable"},
 		{"a script", write("script", []byte("#!/bin/sh\necho hi\n"), 0o755), "not an ELF executable"},
 		{"missing", filepath.Join(dir, "nothing"), ""},

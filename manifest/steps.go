@@ -1,0 +1,100 @@
+package manifest
+
+import (
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// A build step may hold two placeholders, so that one recipe builds what
+// the manifest's tools need with the machine it runs on (docs/manifest.md):
+//
+//   - "{targets}", a whole argument, becomes one argument per target of
+//     the recipe (Build.Targets: by default the file names of the paths of
+//     the tools whose build is this recipe);
+//   - "{jobs}", anywhere in an argument, becomes the number of CPUs this
+//     process may run on.
+const (
+	TargetsPlaceholder = "{targets}"
+	JobsPlaceholder    = "{jobs}"
+)
+
+// ExpandedSteps returns the recipe's steps as they run, placeholders
+// replaced: the one reading of them for the builder, its log, `guard heal
+// --dry-run`, `guard which` and whatever keys on what a build ran. {jobs}
+// is runtime.NumCPU, which honours the CPU affinity mask (taskset, a
+// container's cpuset).
+func (b *Build) ExpandedSteps() [][]string {
+	return expandSteps(b.Steps, b.Targets, strconv.Itoa(runtime.NumCPU()))
+}
+
+// ResultSteps are the steps with {targets} expanded and {jobs} left as
+// written: what decides what a build makes (the job count does not), so
+// that a stash entry made on an 8-CPU machine matches on a 2-CPU one.
+func (b *Build) ResultSteps() [][]string {
+	return expandSteps(b.Steps, b.Targets, JobsPlaceholder)
+}
+
+func expandSteps(steps [][]string, targets []string, jobs string) [][]string {
+	out := make([][]string, len(steps))
+	for i, step := range steps {
+		s := make([]string, 0, len(step))
+		for _, arg := range step {
+			if arg == TargetsPlaceholder {
+				s = append(s, targets...)
+				continue
+			}
+			s = append(s, strings.ReplaceAll(arg, JobsPlaceholder, jobs))
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// fillTargets gives each recipe without a targets key the file names of
+// its tools' paths, sorted and each once.
+func (m *Manifest) fillTargets() {
+	derived := map[string][]string{}
+	for _, t := range m.Tools {
+		if t == nil || t.Build == "" || t.Path == "" {
+			continue
+		}
+		if b := m.Builds[t.Build]; b != nil && b.Targets == nil {
+			derived[t.Build] = append(derived[t.Build], filepath.Base(t.Path))
+		}
+	}
+	for name, targets := range derived {
+		slices.Sort(targets)
+		m.Builds[name].Targets = slices.Compact(targets)
+	}
+}
+
+// placeholderError says what is wrong with the placeholders in one step
+// argument of a recipe with targets, or "".
+func placeholderError(arg string, targets []string, recipe string) string {
+	switch {
+	case arg == TargetsPlaceholder && len(targets) == 0:
+		return "{targets} names no target: list them in targets, or give a tool with build = " + strconv.Quote(recipe) + " a path"
+	case arg != TargetsPlaceholder && strings.Contains(arg, TargetsPlaceholder):
+		return "{targets} must be a whole argument: it becomes one argument per target"
+	}
+	for rest := arg; ; {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			return ""
+		}
+		j := strings.IndexByte(rest[i:], '}')
+		if j < 0 {
+			return ""
+		}
+		word := rest[i+1 : i+j]
+		// ${VAR} is the shell's or CMake's, {a,b} a shell's brace list.
+		if (i == 0 || rest[i-1] != '$') && word != "" && strings.Trim(word, "abcdefghijklmnopqrstuvwxyz_") == "" &&
+			"{"+word+"}" != TargetsPlaceholder && "{"+word+"}" != JobsPlaceholder {
+			return "unknown placeholder {" + word + "}: a step knows {targets} and {jobs}"
+		}
+		rest = rest[i+j+1:]
+	}
+}
