@@ -275,7 +275,41 @@ func (b *Builder) startRun(tool, name string, rec *manifest.Build, target, marke
 			name, fi.ModTime().Format(time.DateTime), marker, len(removed))
 		b.event(heallog.Event{Level: "warn", Event: "binary.rebuild", Tool: tool, Target: target, Reason: reason, Result: "cleaned"})
 	}
+	if target != "" {
+		dropUnexecutableTarget(rec, target, logf)
+	}
 	return writeMarker(marker)
+}
+
+// dropUnexecutableTarget removes the heal's own target when the recipe's
+// output folders hold it as a regular file without any execute bit. A
+// linker sets the mode when it finishes, so that is what a link killed at
+// its end left: a whole file, which the scrub keeps, but newer than its
+// inputs, so make would never link it again and the heal would fail for
+// good. Only the target itself, only below an output folder (opened as the
+// scrub opens them, following no link), and only that case.
+func dropUnexecutableTarget(rec *manifest.Build, target string, logf io.Writer) {
+	top, err := os.OpenRoot(rec.Dir)
+	if err != nil {
+		return
+	}
+	defer top.Close()
+	for _, out := range rec.Outputs {
+		rel, err := filepath.Rel(filepath.Join(rec.Dir, filepath.Clean(out)), target)
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		root, _ := outputRoot(top, out)
+		if root == nil {
+			continue
+		}
+		fi, err := root.Lstat(rel)
+		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 == 0 && root.Remove(rel) == nil {
+			fmt.Fprintf(logf, "== guard: removed %s (the target, without its execute bit: a link cut off before its end; make links it again)\n", target)
+		}
+		root.Close()
+		return
+	}
 }
 
 // stepEnv is the steps' environment: the base one, plus ccache as the

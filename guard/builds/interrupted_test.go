@@ -487,3 +487,46 @@ func TestBuildGraceFromTheBuilder(t *testing.T) {
 		t.Fatalf("Build = %v; want the 250ms grace", err)
 	}
 }
+
+// A linker killed after writing the whole executable but before setting
+// its mode leaves a whole ELF file without the execute bit, newer than its
+// inputs, which make never relinks: the heal of that target removes it
+// first (it is the recipe's own product, in its output folder), so the
+// build makes it again. Anything else without the bit stays.
+func TestBuildRelinksATargetLeftUnexecutable(t *testing.T) {
+	requireCmake(t)
+	src := filepath.Join(t.TempDir(), "llama.cpp")
+	if err := copyTree(fixtureSrc, src); err != nil {
+		t.Fatal(err)
+	}
+	b, stderr, _ := newBuilder(t, "")
+	b.HealTimeout = 5 * time.Minute // a bound, not an expectation
+	rec := fixtureRecipe(src)
+	bin := filepath.Join(src, "build", "bin")
+	target := filepath.Join(bin, "llama-completion")
+	ctx := context.Background()
+	if err := b.Build(ctx, "llama-completion", rec, target); err != nil {
+		t.Fatalf("first build: %v\n%s", err, stderr.String())
+	}
+	notes := filepath.Join(bin, "notes.txt")
+	guardtest.WriteFile(t, notes, "mine\n", 0o644)
+	if err := os.Chmod(target, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if h := builds.CheckBinary(target, b.StampDir(), ""); h.OK {
+		t.Fatalf("a target without its execute bit passed the check")
+	}
+	if err := b.Build(ctx, "llama-completion", rec, target); err != nil {
+		t.Fatalf("Build of the unexecutable target: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if out, err := exec.Command(target, "x").Output(); err != nil || !strings.Contains(string(out), "arg: x") {
+		t.Fatalf("%s after the heal: %v %q", target, err, out)
+	}
+	if _, err := os.Stat(notes); err != nil {
+		t.Fatalf("the heal removed a file that is not its target: %v", err)
+	}
+	log, _ := os.ReadFile(b.LogPath("fixture"))
+	if !strings.Contains(string(log), "removed "+target+" (the target, without its execute bit") {
+		t.Fatalf("the removal is not in the build log:\n%s", log)
+	}
+}
