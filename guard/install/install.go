@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
@@ -92,7 +93,10 @@ func (o Options) EnvHook() string { return o.hooks().env() }
 func (o Options) userBlock() blockSpec {
 	w := func(p string) string { return shellWord(o.Home, p) }
 	guard := filepath.Join(o.ShimDir, GuardName)
-	b := blockSpec{shimDir: w(o.ShimDir), guard: w(guard), stamp: w(filepath.Join(o.ShimDir, CopyStamp)), restore: w(o.hooks().restore()), off: offLine(guard, o.Restore)}
+	b := blockSpec{
+		shimDir: w(o.ShimDir), guard: w(guard), stamp: w(filepath.Join(o.ShimDir, CopyStamp)), links: w(filepath.Join(o.ShimDir, LinksStamp)),
+		restore: w(o.hooks().restore()), off: offLine(guard, o.Restore),
+	}
 	if o.BashEnv {
 		b.bashEnv = w(o.hooks().env())
 	}
@@ -129,6 +133,11 @@ func Install(o Options) (*Report, error) {
 		case changed:
 			r.did("linked %s -> %s", filepath.Join(o.ShimDir, name), GuardName)
 		}
+	}
+	createLinksStamp(o.ShimDir)
+	var folder syscall.Stat_t
+	if syscall.Stat(o.ShimDir, &folder) == nil {
+		stampLinks(o.ShimDir, folder.Mtim)
 	}
 	if err := manifestSteps(o, r); err != nil {
 		return r, err
@@ -314,6 +323,7 @@ func Uninstall(o Options) (*Report, error) {
 		r.did("removed %s", filepath.Join(o.ShimDir, GuardName))
 	}
 	_ = os.Remove(filepath.Join(o.ShimDir, CopyStamp))
+	_ = os.Remove(filepath.Join(o.ShimDir, LinksStamp))
 	if os.Remove(o.ShimDir) == nil { // only when empty
 		r.did("removed %s", o.ShimDir)
 	}
