@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
@@ -134,10 +133,8 @@ func Install(o Options) (*Report, error) {
 			r.did("linked %s -> %s", filepath.Join(o.ShimDir, name), GuardName)
 		}
 	}
-	createLinksStamp(o.ShimDir)
-	var folder syscall.Stat_t
-	if syscall.Stat(o.ShimDir, &folder) == nil {
-		stampLinks(o.ShimDir, folder.Mtim)
+	if mtime, ok := linksCheckStart(o.ShimDir); ok {
+		stampLinks(o.ShimDir, mtime) // install has just made every link
 	}
 	if err := manifestSteps(o, r); err != nil {
 		return r, err

@@ -68,16 +68,14 @@ func Repair(shimDir, stateDir, self string, tools []string, gen string) ([]strin
 		}
 	}
 	names := append([]string{GuardName}, tools...)
-	createLinksStamp(shimDir)
-	var folder syscall.Stat_t
-	statErr := syscall.Stat(shimDir, &folder)
+	mtime, timed := linksCheckStart(shimDir)
 	now, ok := shimsState(shimDir, gen)
 	if len(missingShims(shimDir, names)) == 0 {
 		if ok {
 			stamp(stateDir, now)
 		}
-		if statErr == nil {
-			stampLinks(shimDir, folder.Mtim)
+		if timed {
+			stampLinks(shimDir, mtime)
 		}
 		return nil, nil
 	}
@@ -118,14 +116,13 @@ func Repair(shimDir, stateDir, self string, tools []string, gen string) ([]strin
 		}
 		done = append(done, name)
 	}
-	createLinksStamp(shimDir)
-	statErr = syscall.Stat(shimDir, &folder)
+	mtime, timed = linksCheckStart(shimDir)
 	if now, ok := shimsState(shimDir, gen); len(missingShims(shimDir, names)) == 0 {
 		if ok {
 			stamp(stateDir, now)
 		}
-		if statErr == nil {
-			stampLinks(shimDir, folder.Mtim)
+		if timed {
+			stampLinks(shimDir, mtime)
 		}
 	}
 	return done, nil
@@ -138,13 +135,19 @@ func Repair(shimDir, stateDir, self string, tools []string, gen string) ([]strin
 // then does a shell start run guard to mend it.
 const LinksStamp = ".links.stamp"
 
-// createLinksStamp makes LinksStamp when it is missing (a regular file of
-// guard's, never a link followed): before the folder's times are taken,
-// since creating it changes them.
-func createLinksStamp(shimDir string) {
+// linksCheckStart is taken before a check of the links: it makes
+// LinksStamp when it is missing (a regular file of guard's, never a link
+// followed; first, since creating it changes the folder's times), and
+// returns the folder's mtime, false when the folder cannot be read.
+func linksCheckStart(shimDir string) (syscall.Timespec, bool) {
 	if f, err := state.OpenOwn(filepath.Join(shimDir, LinksStamp), os.O_WRONLY, 0o644); err == nil {
 		_ = f.Close()
 	}
+	var folder syscall.Stat_t
+	if syscall.Stat(shimDir, &folder) != nil {
+		return syscall.Timespec{}, false
+	}
+	return folder.Mtim, true
 }
 
 // stampLinks gives LinksStamp the folder's mtime taken before the check
