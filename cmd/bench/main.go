@@ -35,7 +35,9 @@
 // defaults), -stat median|mean|cpu (what ratios and goals compare), -keep
 // (keep the temp folder: sandboxes, binaries, each row's last stderr),
 // -guard FILE (time a guard built elsewhere: the shim table's scaling rows
-// with an older build show what a change did), -size MB (download, output),
+// with an older build show what a change did), -baseline FILE (shim: time
+// an older build's exec and supervised paths and this build's, installed
+// alike, in one run: the before-* and after-* rows), -size MB (download, output),
 // -install-managers (shim: install the other shim managers that are not on
 // PATH into the temp folder, mise with npm, asdf and aqua-proxy with go
 // install; tests never do):
@@ -112,6 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&knobs.Stat, "stat", "", "what ratios and goals compare: "+strings.Join(Stats, ", ")+" (default median)")
 	keep := fs.Bool("keep", false, "keep the temp folder (sandboxes, binaries, each row's last stderr)")
 	guard := fs.String("guard", "", "time this guard binary instead of building one (built with other tags, say)")
+	baseline := fs.String("baseline", "", "shim: also time this guard binary (today's main, say) and this build on the exec and supervised paths, each installed alike, side by side")
 	sizeMB := fs.Int("size", -1, "download: the model's size in MB (default 256); output: what the tool prints, in MB (default 200)")
 	out := fs.String("o", "", "all: write into this file, keeping what is above its generated part (default: stdout)")
 	installManagers := fs.Bool("install-managers", false, "shim: install the other shim managers that are not on PATH into the temp folder (mise with npm, asdf and aqua-proxy with go install)")
@@ -173,6 +176,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			fmt.Fprintf(stderr, "bench: -guard: %v\n", err)
 			return 2
+		}
+	}
+	if *baseline != "" {
+		if *baseline, err = filepath.Abs(*baseline); err == nil {
+			err = executable(*baseline)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: -baseline: %v\n", err)
+			return 2
+		}
+		for _, t := range all {
+			if t.Name == "shim" {
+				t.Rows = append(t.Rows, baselineRows(*baseline)...)
+			}
 		}
 	}
 	root, err := os.MkdirTemp("", "guard-bench.")

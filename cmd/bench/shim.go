@@ -172,3 +172,70 @@ func cacheHit(s *Sandbox, r *Row) error {
 
 // shellQuote quotes s for sh where it needs it.
 func shellQuote(s string) string { return builds.QuoteArgv([]string{s}) }
+
+// baselineRows time another guard build (-baseline FILE: today's main, say)
+// and this one on the exec and the supervised path, each in a world of its
+// own made the same way (same manifest, environment and warm-up), in the
+// same rounds: a change to either path shows as the ratio between
+// after-* and before-*.
+func baselineRows(file string) []Row {
+	var rows []Row
+	for _, tool := range []string{"plain", "slowtool"} {
+		rows = append(rows,
+			Row{Name: "before-" + tool, Setup: guardWorld("before", file, tool)},
+			Row{Name: "after-" + tool, Setup: guardWorld("after", "", tool)})
+	}
+	return rows
+}
+
+// guardWorld installs file (this run's build when "") as guard in the
+// world name, with the shim table's manifest, and points the row at
+// tool's link there.
+func guardWorld(name, file, tool string) func(*Sandbox, *Row) error {
+	return func(s *Sandbox, r *Row) error {
+		dir := filepath.Join(s.Dir, name)
+		shim := filepath.Join(dir, "shim")
+		env := []string{
+			"GUARD_MANIFEST=" + filepath.Join(dir, "manifest.toml"),
+			"GUARD_STATE_DIR=" + filepath.Join(dir, "state"),
+			"GUARD_SHIM_DIR=" + shim,
+			"GUARD_LOG=" + filepath.Join(dir, "selfheal.log"),
+			"PATH=" + shim + ":$TOOLS:/usr/local/bin:/usr/bin:/bin",
+		}
+		err := s.Once("world "+name, func() error {
+			if file == "" {
+				built, err := s.Build("./cmd/guard")
+				if err != nil {
+					return err
+				}
+				file = built
+			}
+			text, err := os.ReadFile(s.Vars["GUARD_MANIFEST"])
+			if err != nil {
+				return err
+			}
+			if err := s.WriteFile(filepath.Join(dir, "manifest.toml"), string(text), 0o644); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(shim, 0o755); err != nil {
+				return err
+			}
+			// A copy for both: a hard link to the one build would time a
+			// file in another place of the page cache than the baseline's.
+			if err := copyFile(file, filepath.Join(shim, "guard"), 0o755); err != nil {
+				return err
+			}
+			if _, err := s.RunEnv(env, filepath.Join(shim, "guard"), "install", "--no-rc"); err != nil {
+				return err
+			}
+			for _, t := range shimTools {
+				if _, err := s.RunEnv(env, filepath.Join(shim, t)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		r.Env, r.Argv = env, []string{filepath.Join(shim, tool)}
+		return err
+	}
+}

@@ -62,7 +62,7 @@ func newApp(w guard.World) *cli.App {
 		ExitErrHandler:       func(*cli.Context, error) {}, // runApp prints errors once, in guard's voice
 		Commands: []*cli.Command{
 			installCommand, uninstallCommand, statusCommand, healCommand, whichCommand, execCommand,
-			askCommand, cacheCommand, stashCommand, manifestCommand, completionCommand,
+			askCommand, cacheCommand, stashCommand, manifestCommand, completionCommand, mendCommand,
 		},
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "verbose", Usage: "print each decision of a call on stderr (as GUARD_DEBUG=1 does for shims): guard --verbose exec NAME -- ARGS"},
@@ -330,6 +330,18 @@ var healCommand = &cli.Command{
 		}
 		return nil
 	}),
+}
+
+// mendCommand is what the PATH block runs at shell start when the shim
+// folder changed since guard last checked its links (install.LinksStamp):
+// the repair every command makes, and nothing else. It prints nothing when
+// the folder is whole again.
+var mendCommand = &cli.Command{
+	Name:      "mend",
+	Hidden:    true,
+	Usage:     "bring back the shim links a sandbox evicted, silently (the PATH block runs it)",
+	UsageText: usage("guard mend", "guard mend"),
+	Action:    withEngine(func(*cli.Context, *guard.Engine) error { return nil }),
 }
 
 var whichCommand = &cli.Command{

@@ -148,7 +148,7 @@ echo "completion $p"`)
 	ents, _ := os.ReadDir(e.ShimDir)
 	var names []string
 	for _, ent := range ents {
-		if ent.Name() != install.CopyStamp { // the copy's stamp, written with it
+		if ent.Name() != install.CopyStamp && ent.Name() != install.LinksStamp { // the copy's and the links' stamps
 			names = append(names, ent.Name())
 		}
 	}

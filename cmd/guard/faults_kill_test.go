@@ -393,8 +393,9 @@ func TestKillBuild(t *testing.T) {
 
 // TestKillGuardOnly kills guard alone, not its session, in the middle of a
 // rebuild and of a tool run, and records what outlives it: the build step
-// and the tool run in process groups of their own, so they go on. The call
-// right after must still work, and nothing may be left once they finish.
+// runs in a process group of its own and goes on, holding the build lock;
+// the tool is ended by its lifeline. The call right after must still work,
+// and nothing may be left once the build finishes.
 func TestKillGuardOnly(t *testing.T) {
 	if os.Getenv("GUARD_KILLS") == "" {
 		t.Skip("a measurement more than a check: run with GUARD_KILLS=N")
@@ -453,14 +454,21 @@ func TestKillGuardOnly(t *testing.T) {
 	t.Logf("guard-only (build): %d kills; survivors by name %s; next call ok %d/%d; orphans ended on their own %d",
 		kills, fmtCounts(survivors), nextOK, kills, orphansDone)
 
-	// A tool that hangs, guard killed alone: nothing can stop it any more.
+	// A tool that hangs, guard killed alone: its lifeline ends the tool
+	// (TestKillGuardEndsTool checks every way of killing guard).
 	e.Tool("hang-tool", `echo started; exec sleep 30`)
 	e.WriteManifest(buildManifest + "\n[tools.hang-tool]\ntimeout = \"60s\"\n")
 	e.LinkShims()
 	kr := e.killAfter(500*time.Millisecond, true, "hang-tool")
-	t.Logf("guard-only (supervised tool): survivors %s", describeProcs(kr.Survivors))
-	for _, p := range kr.Survivors {
+	sid := -1
+	if len(kr.Survivors) > 0 {
+		sid = kr.Survivors[0].SID
+	}
+	left := waitProcsGone(func() []procInfo { return sessionProcs(sid) }, 10*time.Second)
+	t.Logf("guard-only (supervised tool): %d processes of the call right after the kill, %d a moment later", len(kr.Survivors), len(left))
+	for _, p := range left {
 		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		t.Errorf("guard-only (supervised tool): %s outlived guard", p)
 	}
 }
 
@@ -503,4 +511,130 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestKillGuardEndsTool kills guard the ways an agent's harness does on a
+// timeout while it supervises a tool: guard's pid alone (Python's
+// subprocess.run(timeout=)), and the process group guard was started in
+// (`setsid bash -c 'exec ~/.shim/tool'`, then kill -9 -- -PGID). Either
+// way nothing of the tool may outlive guard: not a single exec'd process,
+// not a sh and the sleep it started. The tool's processes are found by a
+// marker in their environment, which every one of them inherits; the
+// lifeline that ended them must be gone too. Each way is one kill a run,
+// GUARD_KILLS=N of them.
+func TestKillGuardEndsTool(t *testing.T) {
+	e := newFaultEnv(t, `
+[tools.slowtree]
+timeout = "60s"
+
+[tools.slowone]
+timeout = "60s"
+`)
+	e.Tool("slowtree", `echo $$ > "$DIR/$MARK.pid"
+sleep 1000 &
+echo started
+sleep 1000
+`)
+	e.Tool("slowone", `echo $$ > "$DIR/$MARK.pid"
+echo started
+exec sleep 1000
+`)
+	kills := killsPerKind(t, 1)
+	for _, tool := range []string{"slowtree", "slowone"} {
+		for _, group := range []bool{false, true} {
+			name := tool + "/guard-alone"
+			if group {
+				name = tool + "/callers-group"
+			}
+			t.Run(name, func(t *testing.T) {
+				var slowest time.Duration
+				for i := range kills {
+					if took := e.killGuardMidTool(t, tool, fmt.Sprintf("%s-%d", strings.ReplaceAll(name, "/", "-"), i), group); took > slowest {
+						slowest = took
+					}
+				}
+				t.Logf("%s: %d kills, nothing of the tool left after any; the slowest group was gone %s after the kill", name, kills, slowest.Round(time.Millisecond))
+			})
+		}
+	}
+	// A call that ends on its own dismisses its lifeline.
+	mark := fmt.Sprintf("MARK=kill-%d-normal", os.Getpid())
+	e.Tool("quick", `echo $$ > "$DIR/$MARK.pid"; echo done`)
+	e.WriteManifest("[tools.quick]\ntimeout = \"60s\"\n")
+	e.LinkShims()
+	if r := e.With(mark).Run("quick"); r.Code != 0 || r.Stdout != "done\n" {
+		t.Fatalf("quick: %s", r)
+	}
+	pgid := waitPIDFile(t, filepath.Join(e.Dir, strings.TrimPrefix(mark, "MARK=")+".pid"), time.Second)
+	if left := waitProcsGone(func() []procInfo { return lifelines(pgid) }, 10*time.Second); len(left) > 0 {
+		t.Errorf("the lifeline of a call that ended on its own is still running: %s", describeProcs(left))
+	}
+}
+
+// killGuardMidTool calls tool, SIGKILLs guard (or its whole group) once the
+// tool has started, and fails unless every process carrying the call's
+// marker, and the lifeline, is gone; it returns how long they took.
+func (e *faultEnv) killGuardMidTool(t *testing.T, tool, id string, group bool) time.Duration {
+	t.Helper()
+	mark := fmt.Sprintf("MARK=kill-%d-%s", os.Getpid(), id)
+	t.Cleanup(func() {
+		for _, p := range envProcs(mark) {
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+	})
+	cmd := e.With(mark).Command(tool)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	pgid := waitPIDFile(t, filepath.Join(e.Dir, strings.TrimPrefix(mark, "MARK=")+".pid"), 10*time.Second)
+	if group {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	} else {
+		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+	}
+	killed := time.Now()
+	<-done
+	if left := waitProcsGone(func() []procInfo { return envProcs(mark) }, 10*time.Second); len(left) > 0 {
+		t.Fatalf("guard was SIGKILLed, and the tool's processes live on: %s", describeProcs(left))
+	}
+	took := time.Since(killed)
+	if left := waitProcsGone(func() []procInfo { return lifelines(pgid) }, 10*time.Second); len(left) > 0 {
+		t.Errorf("the lifeline of group %d outlived its job: %s", pgid, describeProcs(left))
+	}
+	return took
+}
+
+// waitPIDFile waits for a tool to write its pid into path.
+func waitPIDFile(t *testing.T, path string, limit time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		if b, err := os.ReadFile(path); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tool did not write %s within %s", path, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lifelines lists the live lifelines guard started for process group pgid
+// (their argv ends in guard-lifeline PGID).
+func lifelines(pgid int) []procInfo {
+	want := []byte("\x00guard-lifeline\x00" + strconv.Itoa(pgid) + "\x00")
+	var out []procInfo
+	for _, p := range liveProcs() {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/cmdline")
+		if err == nil && bytes.HasSuffix(b, want) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -489,10 +489,9 @@ func noOrphansHook(env *testscript.Env) error {
 // that are not (descendants of) this test process's own children: those are
 // testscript's background commands, which it stops itself.
 func scriptProcs(work string) []procInfo {
-	want := []byte("\x00WORK=" + work + "\x00")
-	all := liveProcs()
-	byPID := make(map[int]procInfo, len(all))
-	for _, p := range all {
+	live := liveProcs()
+	byPID := make(map[int]procInfo, len(live))
+	for _, p := range live {
 		byPID[p.PID] = p
 	}
 	self := os.Getpid()
@@ -510,15 +509,24 @@ func scriptProcs(work string) []procInfo {
 		return false
 	}
 	var out []procInfo
-	for _, p := range all {
-		if p.PID == self {
-			continue
+	for _, p := range envProcs("WORK=" + work) {
+		if p.PID != self && !ours(p) {
+			out = append(out, p)
 		}
+	}
+	return out
+}
+
+// envProcs lists live processes whose environment holds the entry kv
+// (KEY=VALUE), by pid.
+func envProcs(kv string) []procInfo {
+	want := []byte("\x00" + kv + "\x00")
+	var out []procInfo
+	for _, p := range liveProcs() {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/environ")
-		if err != nil || !bytes.Contains(append([]byte{0}, b...), want) || ours(p) {
-			continue
+		if err == nil && bytes.Contains(append([]byte{0}, b...), want) {
+			out = append(out, p)
 		}
-		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
 	return out

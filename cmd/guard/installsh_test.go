@@ -129,8 +129,13 @@ func TestInstallScript(t *testing.T) {
 		if !regexp.MustCompile(`^\d+\.\d+\.\d+\n$`).MatchString(stdout) {
 			t.Errorf("bash -lc 'npx --version' printed %q on stdout (stderr:\n%s)", stdout, stderr)
 		}
-		if want := "guard: restored " + shims + "/guard (rebuilt from " + root + ")"; !strings.Contains(stderr, want) {
-			t.Errorf("no %q in the shell's stderr:\n%s", want, stderr)
+		// One line, naming the log that holds what install.sh printed.
+		restoreLog := filepath.Join(tmp, "state", "restore.log")
+		if want := "guard: restored " + shims + "/guard (rebuilt from " + root + "; its output is in " + restoreLog + ")\n"; stderr != want {
+			t.Errorf("the shell's stderr is not the one line %q:\n%s", want, stderr)
+		}
+		if b, _ := os.ReadFile(restoreLog); !strings.Contains(string(b), "install.sh: built ") {
+			t.Errorf("the restore log does not hold install.sh's output:\n%s", b)
 		}
 		checkShims(t, shims)
 		if stdout, _ := loginShell(t, bash, env, "command -v npx"); stdout != shims+"/npx\n" {
@@ -147,7 +152,7 @@ func TestInstallScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stderr := loginShell(t, bash, env, "true")
-	if want := "guard: protection is off: " + shims + "/guard is missing or broken and could not be restored; restore it: cd '" + root + "' && ./install.sh\n"; !strings.HasSuffix(stderr, want) {
+	if want := "guard: protection is off: " + shims + "/guard is missing or broken and could not be restored (why: " + filepath.Join(tmp, "state", "restore.log") + "); restore it: cd '" + root + "' && ./install.sh\n"; stderr != want {
 		t.Errorf("the shell's stderr does not end with %q:\n%s", want, stderr)
 	}
 

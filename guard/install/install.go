@@ -92,7 +92,10 @@ func (o Options) EnvHook() string { return o.hooks().env() }
 func (o Options) userBlock() blockSpec {
 	w := func(p string) string { return shellWord(o.Home, p) }
 	guard := filepath.Join(o.ShimDir, GuardName)
-	b := blockSpec{shimDir: w(o.ShimDir), guard: w(guard), stamp: w(filepath.Join(o.ShimDir, CopyStamp)), restore: w(o.hooks().restore()), off: offLine(guard, o.Restore)}
+	b := blockSpec{
+		shimDir: w(o.ShimDir), guard: w(guard), stamp: w(filepath.Join(o.ShimDir, CopyStamp)), links: w(filepath.Join(o.ShimDir, LinksStamp)),
+		restore: w(o.hooks().restore()), off: offLine(guard, o.Restore),
+	}
 	if o.BashEnv {
 		b.bashEnv = w(o.hooks().env())
 	}
@@ -129,6 +132,9 @@ func Install(o Options) (*Report, error) {
 		case changed:
 			r.did("linked %s -> %s", filepath.Join(o.ShimDir, name), GuardName)
 		}
+	}
+	if mtime, ok := linksCheckStart(o.ShimDir); ok {
+		stampLinks(o.ShimDir, mtime) // install has just made every link
 	}
 	if err := manifestSteps(o, r); err != nil {
 		return r, err
@@ -314,6 +320,7 @@ func Uninstall(o Options) (*Report, error) {
 		r.did("removed %s", filepath.Join(o.ShimDir, GuardName))
 	}
 	_ = os.Remove(filepath.Join(o.ShimDir, CopyStamp))
+	_ = os.Remove(filepath.Join(o.ShimDir, LinksStamp))
 	if os.Remove(o.ShimDir) == nil { // only when empty
 		r.did("removed %s", o.ShimDir)
 	}

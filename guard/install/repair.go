@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/state"
 )
@@ -66,10 +68,14 @@ func Repair(shimDir, stateDir, self string, tools []string, gen string) ([]strin
 		}
 	}
 	names := append([]string{GuardName}, tools...)
+	mtime, timed := linksCheckStart(shimDir)
 	now, ok := shimsState(shimDir, gen)
 	if len(missingShims(shimDir, names)) == 0 {
 		if ok {
 			stamp(stateDir, now)
+		}
+		if timed {
+			stampLinks(shimDir, mtime)
 		}
 		return nil, nil
 	}
@@ -110,10 +116,46 @@ func Repair(shimDir, stateDir, self string, tools []string, gen string) ([]strin
 		}
 		done = append(done, name)
 	}
-	if now, ok := shimsState(shimDir, gen); ok && len(missingShims(shimDir, names)) == 0 {
-		stamp(stateDir, now)
+	mtime, timed = linksCheckStart(shimDir)
+	if now, ok := shimsState(shimDir, gen); len(missingShims(shimDir, names)) == 0 {
+		if ok {
+			stamp(stateDir, now)
+		}
+		if timed {
+			stampLinks(shimDir, mtime)
+		}
 	}
 	return done, nil
+}
+
+// LinksStamp is the empty file in the shim folder whose mtime is the
+// folder's as the last full check of the links found it whole. The PATH
+// block tests `[ FOLDER -nt STAMP ]` (a shell builtin, no program
+// started): a link removed or added since makes the folder newer, and only
+// then does a shell start run guard to mend it.
+const LinksStamp = ".links.stamp"
+
+// linksCheckStart is taken before a check of the links: it makes
+// LinksStamp when it is missing (a regular file of guard's, never a link
+// followed; first, since creating it changes the folder's times), and
+// returns the folder's mtime, false when the folder cannot be read.
+func linksCheckStart(shimDir string) (syscall.Timespec, bool) {
+	if f, err := state.OpenOwn(filepath.Join(shimDir, LinksStamp), os.O_WRONLY, 0o644); err == nil {
+		_ = f.Close()
+	}
+	var folder syscall.Stat_t
+	if syscall.Stat(shimDir, &folder) != nil {
+		return syscall.Timespec{}, false
+	}
+	return folder.Mtim, true
+}
+
+// stampLinks gives LinksStamp the folder's mtime taken before the check
+// that found it whole, best effort: whatever changed after shows as a
+// newer folder.
+func stampLinks(shimDir string, mtime syscall.Timespec) {
+	ts := unix.NsecToTimespec(syscall.TimespecToNsec(mtime))
+	_ = unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(shimDir, LinksStamp), []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 func missingShims(shimDir string, names []string) []string {

@@ -3,6 +3,8 @@ package install
 import (
 	"path/filepath"
 	"strings"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // Restore says where guard's own executable comes back from when a sandbox
@@ -54,14 +56,17 @@ func restoreFailed(stateDir string) string {
 // stays in the person's shell; it takes a lock so that twenty shells
 // started at once rebuild once; and whatever brings guard back then runs
 // `guard install --no-rc`, which puts the copy and its links in place the
-// way an install does. Every line it prints goes to stderr: a start-up
-// file must not write on the stdout of `bash -lc CMD`.
+// way an install does. It prints one line, on stderr (a start-up file must
+// not write on the stdout of `bash -lc CMD`): restored, or protection is
+// off; what the rebuild or the fetch printed is in the restore log the
+// line names.
 func restoreScript(shimDir, stateDir string, r Restore) string {
 	urls := strings.Join(r.URLs, " ")
 	return strings.NewReplacer(
 		"@SHIM@", shellQuote(shimDir),
 		"@LOCKS@", shellQuote(filepath.Join(stateDir, "locks")),
 		"@FAILED@", shellQuote(restoreFailed(stateDir)),
+		"@LOG@", shellQuote(state.Layout{Dir: stateDir}.RestoreLog()),
 		"@SRC@", shellQuote(r.Source),
 		"@GO@", shellQuote(r.Go),
 		"@SHA@", shellQuote(strings.ToLower(r.SHA256)),
@@ -91,6 +96,12 @@ if ! ok && [ -n "$(find "$failed" -mmin -10 2>/dev/null)" ]; then
 	echo "guard: protection is off: $g is missing or broken; the last restore failed less than 10 minutes ago; restore it: $hint" >&2
 	exit 0
 fi
+# One line reaches the shell (fd 8): what the restore prints goes to the
+# log, made afresh (never through a link planted in its place).
+log=@LOG@
+exec 8>&2
+rm -f "$log" 2>/dev/null
+if (set -C; : >"$log") 2>/dev/null; then exec 2>>"$log"; else exec 2>/dev/null; fi
 how=
 if ! ok && [ -n "$src" ] && [ -f "$src/install.sh" ]; then
 	[ -x "$go" ] || go=$(command -v go 2>/dev/null) || go=
@@ -123,10 +134,10 @@ fi
 if ok; then
 	rm -f "$failed"
 	touch -r "$g" "$stamp" 2>/dev/null # a copy that runs is as good as install left it
-	[ -z "$how" ] || echo "guard: restored $g ($how)" >&2
+	[ -z "$how" ] || echo "guard: restored $g ($how; its output is in $log)" >&8
 else
 	: >"$failed" 2>/dev/null
-	echo "guard: protection is off: $g is missing or broken and could not be restored; restore it: $hint" >&2
+	echo "guard: protection is off: $g is missing or broken and could not be restored (why: $log); restore it: $hint" >&8
 fi
 )
 `

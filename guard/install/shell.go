@@ -10,11 +10,14 @@ import (
 )
 
 // The PATH block is the only text guard adds to a shell's start-up files.
-// On a healthy start it costs two file tests and a case: guard's copy is
-// there and not empty, and the shim folder leads PATH. Only when the copy is
-// gone does it source the restore script (docs/surviving-eviction.md, "Surviving
-// the eviction of guard itself"); with that gone too it prints one line saying protection is
-// off and what brings it back.
+// On a healthy start it costs five file tests and a case, builtins all:
+// guard's copy is there, not empty and as install left it, the shim folder
+// is not newer than guard's last check of its links, and the folder leads
+// PATH. Only when a link changed does it run guard (`guard mend`, silent);
+// only when the copy is gone does it source the restore script
+// (docs/surviving-eviction.md, "Surviving the eviction of guard itself");
+// with that gone too it prints one line saying protection is off and what
+// brings it back.
 const (
 	blockStart = "# >>> guard: shims first in PATH >>>"
 	blockEnd   = "# <<< guard <<<"
@@ -69,6 +72,7 @@ func (h hooks) all() []string   { return []string{h.restore(), h.env(), h.prewar
 // to paste.
 type blockSpec struct {
 	shimDir, guard, stamp, restore string
+	links                          string // LinksStamp; "" when the block does not mend links (--system)
 	bashEnv, prewarm               string // "" when that mode is not installed
 	off                            string // the loud line, plain text
 }
@@ -79,7 +83,15 @@ func (b blockSpec) body() string {
 	var s strings.Builder
 	// Present, executable and as install left it (its mtime the stamp's):
 	// test builtins only, nothing started on a healthy start.
-	fmt.Fprintf(&s, "if [ -s %s ] && [ -x %s ] && ! [ %s -nt %s ] && ! [ %s -ot %s ]; then :\n", b.guard, b.guard, b.guard, b.stamp, b.guard, b.stamp)
+	fmt.Fprintf(&s, "if [ -s %s ] && [ -x %s ] && ! [ %s -nt %s ] && ! [ %s -ot %s ]; then", b.guard, b.guard, b.guard, b.stamp, b.guard, b.stamp)
+	if b.links != "" {
+		// A link evicted since guard's last full check (the folder is
+		// newer than its stamp): guard mends the folder, silent when it
+		// can.
+		fmt.Fprintf(&s, "\n\tif [ %s -nt %s ]; then %s mend </dev/null >/dev/null; fi\n", b.shimDir, b.links, b.guard)
+	} else {
+		s.WriteString(" :\n")
+	}
 	fmt.Fprintf(&s, "elif [ -r %s ]; then . %s\n", b.restore, b.restore)
 	fmt.Fprintf(&s, "else echo %s >&2\nfi\n", shellQuote(b.off))
 	fmt.Fprintf(&s, "case \":$PATH:\" in :%s:*) ;; *) PATH=%s:\"$PATH\"; export PATH ;; esac\n", b.shimDir, b.shimDir)

@@ -42,6 +42,8 @@ type child struct {
 	winch    chan os.Signal
 	winchEnd chan struct{}
 
+	life *lifeline // ends the group if guard dies first; nil when it could not start
+
 	mu          sync.Mutex // guards reaped against a late signal from a timer
 	reaped      bool
 	releaseOnce sync.Once
@@ -59,6 +61,7 @@ func startChild(s Spec, w *watcher) (*child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", s.Path, err)
 	}
+	c.life = startLifeline(c.pid)
 	return c, nil
 }
 
@@ -441,8 +444,11 @@ func (c *child) release(drain time.Duration) {
 	})
 }
 
-// wait reaps the child.
+// wait reaps the child, dismissing its lifeline first: whatever guard
+// meant to do to the group is done, and until the reap the group id is
+// still the child's.
 func (c *child) wait() (unix.WaitStatus, error) {
+	c.life.dismiss()
 	var ws unix.WaitStatus
 	for {
 		_, err := unix.Wait4(c.pid, &ws, 0, nil)

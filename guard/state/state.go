@@ -58,6 +58,10 @@ func (l Layout) Speeds() string { return filepath.Join(l.Dir, "speeds.json") }
 // it needs.
 func (l Layout) DecodedManifest() string { return filepath.Join(l.Dir, "manifest.decoded") }
 
+// RestoreLog holds what the last restore of guard's copy at shell start
+// printed (restore.sh): the shell itself gets one line naming this file.
+func (l Layout) RestoreLog() string { return filepath.Join(l.Dir, "restore.log") }
+
 // ShimsStamp records the shim folder as the last full check of its links
 // left it, so a call checks every link only when something changed.
 func (l Layout) ShimsStamp() string { return filepath.Join(l.Dir, "shims.stamp") }
