@@ -194,8 +194,10 @@ func TestLlamaPromptFileThatIsNotAFile(t *testing.T) {
 	}
 }
 
-// A heal the call waits on ends with the call's budget: "timed out", 124.
-func TestHealIsBoundedByTheCallsBudget(t *testing.T) {
+// A heal outlives the call that needs it: the call's budget ends the wait
+// (75 and one line naming the budget that stopped it), never the build,
+// and the next call finds the tool healed.
+func TestAHealOutlivesTheCallsBudget(t *testing.T) {
 	b := newBed(t, `
 [builds.jq]
 dir = "$DIR/src"
@@ -207,21 +209,31 @@ path = "$DIR/bin/jq"
 build = "jq"
 timeout = "300ms"
 `)
+	release := make(chan struct{})
 	var deadline time.Time
+	var hasDeadline bool
 	b.build = func(ctx context.Context, tool string, rec *manifest.Build, target string) error {
-		deadline, _ = ctx.Deadline()
-		<-ctx.Done()
+		deadline, hasDeadline = ctx.Deadline()
+		<-release
+		b.tool("bin/jq")
 		return ctx.Err()
 	}
-	start := time.Now()
-	if got := b.e.call(context.Background(), "jq", nil); got != 124 {
+	if got := b.e.call(context.Background(), "jq", nil); got != StatusHealing {
 		t.Fatalf("status %d; stderr %s", got, b.stderr.String())
 	}
-	if deadline.IsZero() || deadline.After(start.Add(time.Second)) {
-		t.Errorf("the build's deadline %v is not the call's budget", deadline.Sub(start))
-	}
-	if !strings.Contains(b.stderr.String(), "timed out: the call's budget of 0.3s ([tools.jq] timeout) ran out during the heal") {
+	want := "guard: jq: the build of jq goes on in the background (time left unknown): the call's budget of 0.3s ([tools.jq] timeout) ran out after "
+	if !strings.HasPrefix(b.stderr.String(), want) || strings.Count(b.stderr.String(), "\n") != 1 ||
+		!strings.HasSuffix(b.stderr.String(), " of waiting; wait for it: guard heal --wait jq, or call again later\n") {
 		t.Errorf("stderr %q", b.stderr.String())
+	}
+	close(release)
+	b.waitJobs()
+	if hasDeadline {
+		t.Errorf("the build had the deadline %v: a call's budget must not stop it", deadline)
+	}
+	b.stderr.Reset()
+	if got := b.e.call(context.Background(), "jq", nil); got != 0 || len(b.specs) != 1 {
+		t.Fatalf("after the heal: status %d, runs %d; stderr %s", got, len(b.specs), b.stderr.String())
 	}
 }
 
@@ -359,5 +371,54 @@ func TestInterruptedAttemptOfAChain(t *testing.T) {
 		Stdout: runner.NewOutput([]byte("half")), StdoutN: 4}}
 	if got := b.e.call(context.Background(), "jq", nil); got != 143 || b.stdout.Len() != 0 || len(b.specs) != 1 {
 		t.Errorf("killed: status %d, stdout %q, %d runs", got, b.stdout.String(), len(b.specs))
+	}
+}
+
+const chainBuildManifest = `
+[builds.jq]
+dir = "$DIR/src"
+steps = [["make"]]
+
+[tools.jq]
+path = "$DIR/bin/jq"
+build = "jq"
+fallback = ["python3"]
+
+[tools.python3]
+path = "$DIR/bin/python3"
+`
+
+// A fallback chain whose first tool's build outlives the call's budget:
+// with its fallback missing too, the only problem is time, so the call
+// ends with 75 and the heal's one line, never 2 ("every attempt failed");
+// with the fallback here, the fallback answers, in one line.
+func TestAChainWaitingOnAHealIs75Not2(t *testing.T) {
+	b := newBed(t, chainBuildManifest, "GUARD_TIMEOUT=300ms")
+	release := make(chan struct{})
+	b.build = func(ctx context.Context, tool string, rec *manifest.Build, target string) error {
+		<-release
+		b.tool("bin/jq")
+		return nil
+	}
+	defer close(release)
+	if got := b.e.call(context.Background(), "jq", nil); got != StatusHealing {
+		t.Fatalf("status %d; stderr %s", got, b.stderr.String())
+	}
+	want := "guard: jq: the build of jq goes on in the background (time left unknown): the call's budget of 0.3s (GUARD_TIMEOUT) ran out after "
+	if !strings.HasPrefix(b.stderr.String(), want) || strings.Count(b.stderr.String(), "\n") != 1 {
+		t.Errorf("stderr %q", b.stderr.String())
+	}
+
+	// The fallback is here: it answers while the build goes on.
+	b.tool("bin/python3")
+	b.stderr.Reset()
+	b.runs = []runner.Result{answer("from python\n")}
+	b.e.c.Timeout = 0 // the cap's default: time for the fallback after the wait
+	b.e.c.M.Budget.Cap = manifest.Duration(400 * time.Millisecond)
+	if got := b.e.call(context.Background(), "jq", nil); got != 0 || b.stdout.String() != "from python\n\n" {
+		t.Fatalf("status %d, stdout %q; stderr %s", got, b.stdout.String(), b.stderr.String())
+	}
+	if !strings.Contains(b.stderr.String(), "guard: jq: answered by python3 while the build of jq goes on in the background (") {
+		t.Errorf("stderr %q", b.stderr.String())
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/sandbox-guard/guard/shims"
 )
 
-// budget is a call's own time limit and what set it, for messages. A heal
-// the call waits on runs within what is left of it (docs/decisions.md:
-// "A heal a call waits on").
+// budget is a call's own time limit and what set it, for messages. The
+// call waits on a heal within what is left of it; the heal itself goes on
+// past it, detached (docs/decisions.md: "A heal a call waits on").
 type budget struct {
 	d      time.Duration
 	source string // GUARD_TIMEOUT, [tools.NAME] timeout, [budget] cap
@@ -83,14 +83,22 @@ func (e *Engine) toolBudget(tool *manifest.Tool) budget {
 // during is err from a heal the call waited on, as a *timedOutError when
 // the call's budget (ctx's deadline) is what ended it.
 func (b budget) during(ctx context.Context, err error) error {
+	var he *healingError
+	if errors.As(err, &he) {
+		he.limit = b.describe()
+		return err
+	}
 	if b.d <= 0 || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return err
 	}
 	if _, ok := interrupted(err); ok {
 		return err
 	}
-	return &timedOutError{err: err, limit: secs(b.d) + " (" + b.source + ")"}
+	return &timedOutError{err: err, limit: b.describe()}
 }
+
+// describe is the budget and what set it: "4.0s (GUARD_TIMEOUT)".
+func (b budget) describe() string { return secs(b.d) + " (" + b.source + ")" }
 
 // debugPlan prints a call's planned attempts (GUARD_DEBUG=1, --verbose).
 func (e *Engine) debugPlan(name string, attempts []shims.Attempt) {

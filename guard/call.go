@@ -45,5 +45,5 @@ func (e *Engine) chain(ctx context.Context, tool *manifest.Tool, args []string) 
 	clock := newCapClock(e.capBudget())
 	attempts := shims.PlanFallbacks(steps, args, e.c.Timeout, clock.d)
 	e.debugPlan(tool.Name, attempts)
-	return e.runAttempts(ctx, clock, tool.Name, attempts, nil, &LlamaIO{W: e.c.Stdout})
+	return e.runAttempts(ctx, clock, tool.Name, attempts, nil, &LlamaIO{W: e.c.Stdout}, nil)
 }

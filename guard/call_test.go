@@ -241,15 +241,30 @@ func TestCallReinstallsAPackage(t *testing.T) {
 
 func TestASignalDuringAHealEndsTheCall(t *testing.T) {
 	b := newBed(t, buildManifest)
+	release := make(chan struct{})
 	b.build = func(ctx context.Context, _ string, _ *manifest.Build, _ string) error {
-		syscall.Kill(os.Getpid(), syscall.SIGHUP)
-		<-ctx.Done()
-		return ctx.Err()
+		// Until the call has ended: its wait may not listen yet. This
+		// heal's own handler (it runs in the test's process) keeps the
+		// signal from ending the test.
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			syscall.Kill(os.Getpid(), syscall.SIGHUP)
+			select {
+			case <-release:
+				return nil
+			case <-tick.C:
+			}
+		}
 	}
 	if got := b.e.call(context.Background(), "fixture", nil); got != 128+int(syscall.SIGHUP) {
 		t.Errorf("status %d", got)
 	}
-	if !strings.Contains(b.stderr.String(), "interrupted by SIGHUP while healing") {
+	close(release)
+	// The waiting call ends; the heal goes on, and the line says how to
+	// follow it.
+	want := "guard: fixture: interrupted by SIGHUP while waiting; the build of fixture goes on in the background; follow it: guard heal --wait fixture\n"
+	if b.stderr.String() != want {
 		t.Errorf("stderr %q", b.stderr.String())
 	}
 }

@@ -27,6 +27,7 @@ type Engine struct {
 	exec     func(path string, argv, env []string) error      // become the tool
 	run      func(context.Context, runner.Spec) runner.Result // a supervised child
 	binaries binaryHealer                                     // build recipes and Debian packages
+	jobs     detacher                                         // heals that outlive the call
 }
 
 // binaryHealer brings back a tool's executable: builds.Builder.
@@ -41,6 +42,7 @@ func New(c *Config) *Engine {
 	log.Fallback = c.LogFallback
 	e := &Engine{c: c, log: log, exec: runner.Exec, run: runner.Run}
 	e.binaries = e.builder()
+	e.jobs = spawner{c}
 	return e
 }
 

@@ -37,11 +37,18 @@ type healError struct{ err error }
 func (e *healError) Error() string { return withHint(e.err) }
 func (e *healError) Unwrap() error { return e.err }
 
-// interruptedError says a heal was cut short by a signal to guard: the call
-// ends with the shell's status for that signal, 128+N.
-type interruptedError struct{ signal syscall.Signal }
+// interruptedError says a heal, or a call's wait for a detached one, was
+// cut short by a signal to guard: the call ends with the shell's status
+// for that signal, 128+N.
+type interruptedError struct {
+	signal syscall.Signal
+	goesOn string // a detached heal the call waited for: it goes on, and how to follow it
+}
 
 func (e *interruptedError) Error() string {
+	if e.goesOn != "" {
+		return fmt.Sprintf("interrupted by %s while waiting; %s", unix.SignalName(e.signal), e.goesOn)
+	}
 	return fmt.Sprintf("interrupted by %s while healing; partial work is kept for the next call", unix.SignalName(e.signal))
 }
 
@@ -67,6 +74,10 @@ type execError struct{ err error }
 func (e *execError) Error() string { return e.err.Error() }
 func (e *execError) Unwrap() error { return e.err }
 
+// StatusHealing is a call's exit status when a heal it needs goes on in
+// the background: EX_TEMPFAIL, try again later.
+const StatusHealing = 75
+
 // fail tells the person why the call of name cannot go on and returns the
 // call's exit status for err.
 func (e *Engine) fail(name string, err error) int {
@@ -75,12 +86,14 @@ func (e *Engine) fail(name string, err error) int {
 }
 
 // ExitStatus maps an error from the engine to a shim call's exit status:
-// 0 for nil, 128+N for a heal interrupted by signal N, 124 for a heal the
+// 0 for nil, 128+N for a heal interrupted by signal N, 75 for a heal that
+// goes on in the background past the call's budget, 124 for a heal the
 // call's budget ended, 125 when guard itself could not work, 126 or 127
 // for an exec that failed, 127 for what could not be healed.
 func ExitStatus(err error) int {
 	var (
 		ie *interruptedError
+		he *healingError
 		te *timedOutError
 		ge *guardError
 		ee *execError
@@ -90,6 +103,8 @@ func ExitStatus(err error) int {
 		return 0
 	case errors.As(err, &ie):
 		return 128 + int(ie.signal)
+	case errors.As(err, &he):
+		return StatusHealing
 	case errors.As(err, &te):
 		return runner.StatusTimeout
 	case errors.As(err, &ge):

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/runner"
 	"github.com/sandbox-guard/guard/manifest"
@@ -35,6 +36,7 @@ type testBed struct {
 	onRun func(runner.Spec) runner.Result
 	build func(ctx context.Context, tool string, rec *manifest.Build, target string) error
 	apt   func(ctx context.Context, tool string, pkgs []string) error
+	jobs  sync.WaitGroup // heals running detached (goroutineJobs)
 }
 
 // newBed writes manifest (with $HOME and $DIR expanded) and builds the
@@ -96,9 +98,41 @@ func newBed(t *testing.T, manifestTOML string, env ...string) *testBed {
 		return r
 	}
 	b.e.binaries = bedBinaries{b}
+	b.e.jobs = goroutineJobs{b}
 	t.Cleanup(b.e.Close)
+	t.Cleanup(b.waitJobs)
 	return b
 }
+
+// goroutineJobs is the detacher of unit tests, which cannot spawn a guard
+// binary: the heal runs in a goroutine of the test, holding the job's
+// claim until it ends, with its messages in the job's log as a detached
+// heal's are.
+type goroutineJobs struct{ b *testBed }
+
+func (g goroutineJobs) detach(j *healjob.Job, spec jobSpec) error {
+	e := g.b.e
+	logf, err := os.Create(healjob.LogPath(e.c.StateDir, j.Record().Key))
+	if err != nil {
+		return err
+	}
+	c := *e.c
+	c.Stderr = logf
+	heal := *e
+	heal.c = &c
+	g.b.jobs.Add(1)
+	go func() {
+		defer g.b.jobs.Done()
+		defer logf.Close()
+		err := heal.healHere(context.Background(), spec)
+		j.Finish(err)
+		j.Close()
+	}()
+	return nil
+}
+
+// waitJobs waits for the heals the test started to end.
+func (b *testBed) waitJobs() { b.jobs.Wait() }
 
 type bedBinaries struct{ b *testBed }
 

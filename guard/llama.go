@@ -72,15 +72,23 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 		e.debug("%s: budget %s (%s) for the whole call", tool.Name, secs(clock.d), clock.source)
 	}
 	modelPath := call.Model
+	var healing *healingError // the call's model, downloading in the background
 	if modelPath != "" {
 		modelPath = absPath(modelPath)
-		if err := e.ensureModel(hctx, tool.Name, modelPath, false); err != nil {
+		mctx, answerNow := e.modelWait(hctx, tool, modelPath)
+		if err := e.ensureModel(mctx, tool.Name, modelPath, false); err != nil {
 			err = clock.during(hctx, err)
-			if !e.stateFault(err) {
+			switch {
+			case errors.As(err, &healing):
+				healing.cannotFit = healing.cannotFit || answerNow
+				// Its download goes on in the background: the plan's
+				// fallbacks may still answer from what is healthy now.
+			case !e.stateFault(err):
 				return e.fail(tool.Name, err)
+			default:
+				// Guard's own folder failed it, not the model: fail open.
+				e.Say("%s: %v\nrunning the call without the heal: guard cannot write its state folder %s (set GUARD_STATE_DIR to a folder of your own)", tool.Name, err, e.c.StateDir)
 			}
-			// Guard's own folder failed it, not the model: fail open.
-			e.Say("%s: %v\nrunning the call without the heal: guard cannot write its state folder %s (set GUARD_STATE_DIR to a folder of your own)", tool.Name, err, e.c.StateDir)
 		}
 	}
 	in := shims.LlamaPlanInput{
@@ -112,7 +120,25 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 	if !in.PromptFileUnread {
 		pc = e.promptCache(tool, in.PromptFileText)
 	}
-	return e.runAttempts(ctx, clock, tool.Name, attempts, pc, o)
+	return e.runAttempts(ctx, clock, tool.Name, attempts, pc, o, healing)
+}
+
+// modelWait is how long a call waits for its model's heal: within ctx,
+// or not at all when the model is not healthy and its fallback model is
+// (answerNow): the fallback answers now, in the budget the wait would have
+// spent, and the download goes on in the background for the next calls.
+func (e *Engine) modelWait(ctx context.Context, tool *manifest.Tool, path string) (context.Context, bool) {
+	m := e.c.M.ModelByFile(path)
+	if m == nil || e.Models().Usable(m, path).Healthy() {
+		return ctx, false
+	}
+	fb := e.modelInfo(path).FallbackPath
+	if fb == "" || !e.healthyNow(tool, fb) {
+		return ctx, false
+	}
+	now, cancel := context.WithDeadline(ctx, time.Now())
+	context.AfterFunc(ctx, cancel)
+	return now, true
 }
 
 // readPromptFile reads a -f file for the cache key and llama-simple's
@@ -140,7 +166,13 @@ func readPromptFile(path string) (text string, read bool, err error) {
 // ended, all within the call's cap, clock. An attempt the
 // prompt cache can answer is not run; llama-completion's empty answer is
 // retried once before the plan moves on.
-func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, attempts []shims.Attempt, pc *promptCache, o *LlamaIO) int {
+//
+// A heal an attempt needs that goes on in the background past the call's
+// budget (healing, when the call's model was found so before the plan)
+// ends that attempt as a timeout does; the later attempts run only with
+// what is healthy now, and when none answers the call ends with 75 and
+// the heal's one line, not 2: time was the only problem.
+func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, attempts []shims.Attempt, pc *promptCache, o *LlamaIO, healing *healingError) int {
 	var lines []string
 	var last runner.Result
 	ran := 0
@@ -149,13 +181,20 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 		if i > 0 && !a.Trigger.Follows(after) {
 			continue
 		}
+		if i == 0 && healing != nil {
+			lines = append(lines, fmt.Sprintf("%s: not run: %s goes on in the background", withModel(a), healing.rec.What))
+			after = shims.AfterTimeout
+			continue
+		}
 		if ctx.Err() != nil || clock.left() <= 0 {
 			lines = append(lines, fmt.Sprintf("%s: not run: the call's budget of %s (%s) was used up", a.Tool, secs(clock.d), clock.source))
 			break
 		}
 		if i > 0 {
 			e.Event(heallog.Event{Level: "warn", Event: "fallback", Tool: name, Target: describe(a), Reason: after.String(), Attempt: ran + 1})
-			e.Say("%s: trying %s (%s)", name, withModel(a), after)
+			if healing == nil {
+				e.Say("%s: trying %s (%s)", name, withModel(a), after)
+			}
 		}
 		if entry, ok := e.cachedAnswer(pc, a); ok {
 			o.W.Write(entry.Stdout)
@@ -184,7 +223,15 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 			live = o.W
 		}
 		bud := e.attemptBudget(a)
-		res, why := e.attempt(ctx, clock, name, ran, a, bud, live)
+		later := func() time.Duration {
+			for _, next := range attempts[i+1:] {
+				if next.Trigger.Follows(shims.AfterTimeout) && e.healthyNow(e.c.tool(next.Tool), next.Model) {
+					return e.attemptBudget(next)
+				}
+			}
+			return 0
+		}
+		res, why := e.attempt(ctx, clock, name, ran, a, bud, live, healing != nil, later)
 		if lostAnswer(a, res, live == nil) && bud-res.Elapsed > 0 && clock.left() > 0 && ctx.Err() == nil {
 			// llama.cpp's async logger can lose the answer, or its end, at
 			// exit (docs/llama-calls.md); a fresh run in what is left of
@@ -194,7 +241,7 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 			e.Say("%s: %s; trying it once more", a.Tool, why)
 			ran++
 			o.Attempts = ran
-			res, why = e.attempt(ctx, clock, name, ran, a, bud-res.Elapsed, live)
+			res, why = e.attempt(ctx, clock, name, ran, a, bud-res.Elapsed, live, healing != nil, nil)
 		}
 		last = res
 		if why == "" {
@@ -203,12 +250,19 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 			}
 			e.storeAnswer(pc, name, a, res)
 			res.Stdout.Close()
+			if healing != nil {
+				e.Say("%s: answered by %s while %s goes on in the background (%s); wait for it: %s",
+					name, withModel(a), healing.rec.What, healing.rec.Where(), waitCommand(healing.rec))
+			}
 			if ran > 1 {
 				e.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran, Reason: "answered by " + describe(a)})
 			}
 			return 0
 		}
 		lines = append(lines, attemptLine(ran, a, why, res))
+		if he := (*healingError)(nil); errors.As(res.Err, &he) && healing == nil {
+			healing = he
+		}
 		if res.Outcome == runner.Interrupted {
 			// The person or the harness asked to stop: no fallback. A tool
 			// that ended by itself on the forwarded signal gives its own
@@ -227,6 +281,9 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 		}
 	}
 	e.Event(heallog.Event{Level: "error", Event: "call.end", Tool: name, Result: "failed", Attempt: ran, Reason: strings.Join(lines, "; ")})
+	if healing != nil {
+		return e.fail(name, healing)
+	}
 	if len(attempts) == 1 {
 		if last.Outcome == runner.Exited && last.Code == 0 {
 			e.Say("%s: the tool exited 0 but printed nothing on stdout", name)
@@ -278,27 +335,52 @@ func attemptLine(n int, a shims.Attempt, why string, res runner.Result) string {
 // ("" on success). A model or binary that cannot be healed is a failed
 // start, a heal cut short by a signal an interrupted run, one the call's
 // budget b ended a timeout.
-func (e *Engine) attempt(ctx context.Context, clock *capClock, name string, n int, a shims.Attempt, bud time.Duration, live io.Writer) (runner.Result, string) {
+//
+// later, when set, is the planned budget of the first later attempt that
+// is healthy now (0 for none): what a wait for this attempt's heal leaves.
+func (e *Engine) attempt(ctx context.Context, clock *capClock, name string, n int, a shims.Attempt, bud time.Duration, live io.Writer, healthyOnly bool, later func() time.Duration) (runner.Result, string) {
 	tool := e.c.tool(a.Tool)
 	hctx, cancel := clock.ctx(ctx) // the attempt's heals: within what is left of the cap
 	defer cancel()
+	began := time.Now()
 	notRun := func(err error, why string) (runner.Result, string) {
 		err = clock.during(hctx, err)
-		e.Say("%s: %s", a.Tool, err)
 		if sig, ok := interrupted(err); ok {
+			e.Say("%s: %s", a.Tool, err)
 			return runner.Result{Outcome: runner.Interrupted, Signal: sig, Err: err}, "interrupted"
 		}
-		if ExitStatus(err) == runner.StatusTimeout {
-			return runner.Result{Outcome: runner.TimedOut, Err: err}, "timed out healing"
+		switch ExitStatus(err) {
+		case StatusHealing:
+			// Said once, by runAttempts, when no other attempt answers.
+			return runner.Result{Outcome: runner.TimedOut, Err: err, Elapsed: time.Since(began)}, "waited for a heal that goes on in the background"
+		case runner.StatusTimeout:
+			e.Say("%s: %s", a.Tool, err)
+			return runner.Result{Outcome: runner.TimedOut, Err: err, Elapsed: time.Since(began)}, "timed out healing"
 		}
-		return runner.Result{Outcome: runner.StartFailed, Err: fmt.Errorf("%w: %v", exec.ErrNotFound, err)}, why
+		e.Say("%s: %s", a.Tool, err)
+		return runner.Result{Outcome: runner.StartFailed, Err: fmt.Errorf("%w: %v", exec.ErrNotFound, err), Elapsed: time.Since(began)}, why
+	}
+	if healthyOnly && !e.healthyNow(tool, a.Model) {
+		// A heal goes on in the background: only what is healthy now runs.
+		return runner.Result{Outcome: runner.StartFailed, Err: exec.ErrNotFound}, "not healthy now, and not healed while another heal runs"
 	}
 	if a.Model != "" && n > 1 {
 		if err := e.ensureModel(hctx, a.Tool, a.Model, false); err != nil && !e.stateFault(err) {
 			return notRun(err, "model not available")
 		}
 	}
-	real, err := e.target(hctx, tool)
+	h := e.checkTool(tool)
+	if !h.OK() && later != nil {
+		// A heal to wait for: leave a later attempt that is healthy now
+		// the time it is planned to take, so that it can still answer
+		// while the heal goes on in the background.
+		if reserve := later(); reserve > 0 {
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithDeadline(hctx, clock.deadline.Add(-reserve))
+			defer cancel()
+		}
+	}
+	real, err := e.healTool(hctx, tool, h, true)
 	if err != nil {
 		return notRun(err, "binary missing and not healed")
 	}
@@ -409,4 +491,21 @@ func absPath(p string) string {
 		return a
 	}
 	return p
+}
+
+// healthyNow reports whether tool's executable and, when model is set,
+// that manifest model file can be used as they are: what a call may still
+// run while a heal it needs goes on.
+func (e *Engine) healthyNow(tool *manifest.Tool, model string) bool {
+	if !e.ToolHealth(tool).OK() {
+		return false
+	}
+	if model == "" {
+		return true
+	}
+	if m := e.c.M.ModelByFile(model); m != nil {
+		return e.Models().Usable(m, model).Healthy()
+	}
+	_, err := os.Stat(model)
+	return err == nil
 }

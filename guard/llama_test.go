@@ -310,3 +310,30 @@ func TestLlamaCapIsGuardTimeoutFirst(t *testing.T) {
 		t.Errorf("default cap %v", c)
 	}
 }
+
+// A call whose model must be downloaded while its fallback model is here
+// answers now from the fallback, in one stderr line, and the download goes
+// on in the background for the next calls.
+func TestLlamaAnswersFromAPresentFallbackWhileItsModelDownloads(t *testing.T) {
+	b := llamaBed(t)
+	os.Remove(b.model("fast.gguf"))
+	guardtest.WriteGGUF(t, b.model("q3.gguf"), 96)
+	b.runs = []runner.Result{answer("from q3\n")}
+	args := []string{"-m", b.model("fast.gguf"), "-p", "hello"}
+	if got := b.e.call(context.Background(), "llama-completion", args); got != 0 {
+		t.Fatalf("status %d; stderr %s", got, b.stderr.String())
+	}
+	if len(b.specs) != 1 || !slices.Contains(b.specs[0].Argv, b.model("q3.gguf")) || b.stdout.String() != "from q3\n\n" {
+		t.Fatalf("runs %+v, stdout %q", b.specs, b.stdout.String())
+	}
+	// The download's own lines may reach stderr too; the call says one.
+	want := "guard: llama-completion: answered by llama-completion with q3.gguf while the download of fast.gguf goes on in the background ("
+	if !strings.Contains(b.stderr.String(), want) || strings.Count(b.stderr.String(), "guard: llama-completion: ") != 1 ||
+		!strings.HasSuffix(b.stderr.String(), "); wait for it: guard heal --wait fast.gguf\n") {
+		t.Errorf("stderr %q", b.stderr.String())
+	}
+	b.waitJobs()
+	if _, err := os.Stat(b.model("fast.gguf")); err != nil {
+		t.Errorf("the download in the background: %v", err)
+	}
+}

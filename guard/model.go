@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-guard/guard/guard/models"
+	"github.com/sandbox-guard/guard/guard/models/verify"
 )
 
 // Models is the model healer over guard's state folder: checks, downloads,
@@ -66,8 +67,14 @@ func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool)
 		return nil // the fast path: no signal handler, no goroutine
 	}
 	e.debug("model %s: %s; healing", path, st)
-	err := underSignals(ctx, func(ctx context.Context) error {
-		return e.Models().Ensure(ctx, tool, m, path, force)
+	if st == verify.NotRegular {
+		// Nothing to download: say why now, not from a detached heal.
+		return &healError{e.Models().Ensure(ctx, tool, m, path, force)}
+	}
+	err := e.healDetached(ctx, tool, jobSpec{"model", path}, func(ctx context.Context) error {
+		return underSignals(ctx, func(ctx context.Context) error {
+			return e.Models().Ensure(ctx, tool, m, path, force)
+		})
 	})
 	if err != nil {
 		return &healError{err}

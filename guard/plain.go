@@ -10,8 +10,8 @@ import (
 
 // plain runs tool once: resolve, heal, then runTool (exec or supervise).
 // With watch, the call's budget (GUARD_TIMEOUT or the tool's timeout)
-// bounds the heal it waits on as well as the run: the run gets what the
-// heal left. The run's share is the runner's own budget, not a deadline on
+// bounds the wait for a heal as well as the run: the run gets what the
+// wait left, and the heal goes on past it, detached. The run's share is the runner's own budget, not a deadline on
 // ctx, so that time the tool spends stopped (Ctrl-Z) is not counted.
 func (e *Engine) plain(ctx context.Context, tool *manifest.Tool, args []string, out io.Writer, watch bool) int {
 	var b budget
@@ -29,7 +29,7 @@ func (e *Engine) plain(ctx context.Context, tool *manifest.Tool, args []string, 
 	if !h.OK() {
 		began := time.Now()
 		var err error
-		if real, err = e.healTool(healCtx, tool, h); err != nil {
+		if real, err = e.healTool(healCtx, tool, h, true); err != nil {
 			return e.fail(tool.Name, b.during(healCtx, err))
 		}
 		healed = time.Since(began)

@@ -42,16 +42,17 @@ func (e *Engine) ToolHealth(tool *manifest.Tool) ToolHealth {
 }
 
 // HealTool is target for a command: the healthy executable behind tool,
-// healed first when it is missing or broken.
+// healed first, in this process, when it is missing or broken.
 func (e *Engine) HealTool(ctx context.Context, tool *manifest.Tool) (string, error) {
-	return e.target(ctx, tool)
+	return e.healTool(ctx, tool, e.checkTool(tool), false)
 }
 
-// target resolves the real executable behind tool and heals it when it is
-// missing or broken: a build recipe rebuilds it, a Debian package reinstalls
-// it. A tool that cannot be brought back is a *healError.
+// target resolves the real executable behind tool for a call and heals it
+// when it is missing or broken: a build recipe rebuilds it, a Debian
+// package reinstalls it, in a detached heal the call waits for. A tool
+// that cannot be brought back is a *healError.
 func (e *Engine) target(ctx context.Context, tool *manifest.Tool) (string, error) {
-	return e.healTool(ctx, tool, e.checkTool(tool))
+	return e.healTool(ctx, tool, e.checkTool(tool), true)
 }
 
 // checkTool is ToolHealth with its debug line.
@@ -63,8 +64,9 @@ func (e *Engine) checkTool(tool *manifest.Tool) ToolHealth {
 	return h
 }
 
-// healTool is target after the first look, h, at the tool.
-func (e *Engine) healTool(ctx context.Context, tool *manifest.Tool, h ToolHealth) (string, error) {
+// healTool is target after the first look, h, at the tool; with detach
+// the heal runs detached (healDetached), else in this process.
+func (e *Engine) healTool(ctx context.Context, tool *manifest.Tool, h ToolHealth, detach bool) (string, error) {
 	if h.OK() {
 		return h.Path, nil
 	}
@@ -76,7 +78,7 @@ func (e *Engine) healTool(ctx context.Context, tool *manifest.Tool, h ToolHealth
 		why = errors.New(h.Path + ": " + h.Broken)
 	}
 	e.debug("%s: %v; healing (build %q, package %q)", tool.Name, why, tool.Build, tool.Package)
-	if err := e.healBinary(ctx, tool, why); err != nil {
+	if err := e.healBinary(ctx, tool, why, detach); err != nil {
 		return "", &healError{err}
 	}
 	h = e.ToolHealth(tool)
@@ -115,8 +117,9 @@ func (e *Engine) checkBinary(path string) string {
 // failed with why: its build recipe rebuilds it, else its Debian package
 // reinstalls it. The heal's own limit (the recipe's timeout, else [budget]
 // heal) is the builder's: builds.Builder applies it to the build or the
-// install, lock wait included.
-func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error) error {
+// install, lock wait included. With detach a call waits for the heal
+// within ctx, and the heal goes on past it.
+func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error, detach bool) error {
 	m := e.c.M
 	switch {
 	case tool.Build != "":
@@ -127,13 +130,23 @@ func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error)
 		if tool.Path == "" {
 			return fmt.Errorf("%v\n[tools.%s] needs a path for build %q to produce", why, tool.Name, tool.Build)
 		}
-		return underSignals(ctx, func(ctx context.Context) error {
+		return e.healHow(ctx, tool, detach, func(ctx context.Context) error {
 			return e.binaries.Build(ctx, tool.Name, rec, tool.Path)
 		})
 	case tool.Package != "":
-		return underSignals(ctx, func(ctx context.Context) error {
+		return e.healHow(ctx, tool, detach, func(ctx context.Context) error {
 			return e.binaries.InstallPackages(ctx, tool.Name, []string{tool.Package})
 		})
 	}
 	return fmt.Errorf("%v\nno build recipe or package heals it; install it, or give [tools.%s] a path, build or package in the manifest", why, tool.Name)
+}
+
+// healHow runs heal, under signals: detached for a call (healDetached),
+// else in this process.
+func (e *Engine) healHow(ctx context.Context, tool *manifest.Tool, detach bool, heal func(context.Context) error) error {
+	here := func(ctx context.Context) error { return underSignals(ctx, heal) }
+	if detach {
+		return e.healDetached(ctx, tool.Name, jobSpec{"tool", tool.Name}, here)
+	}
+	return here(ctx)
 }

@@ -308,17 +308,33 @@ var statusCommand = &cli.Command{
 var healCommand = &cli.Command{
 	Name:      "heal",
 	Usage:     "heal everything now (or the named tools and models): shims, packages, builds, models, auth",
-	UsageText: usage("guard heal [--dry-run] [--json] [--background] [NAME...]", "guard heal --dry-run && guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
+	UsageText: usage("guard heal [--dry-run] [--json] [--background | --wait] [NAME...]", "guard heal --dry-run && guard heal llama-completion Qwen3-0.6B-Q4_K_M.gguf"),
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "dry-run", Usage: "say what a heal would do and what it costs (downloads, builds), and do nothing"},
 		&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object (schema in docs/status-json.md)"},
 		&cli.BoolFlag{Name: "background", Usage: "detach, heal at low CPU and IO priority, and return at once"},
+		&cli.BoolFlag{Name: "wait", Usage: "wait for the heals calls left running in the background (all, or the named ones), with progress and no call's budget, then heal what is still broken"},
 		&cli.BoolFlag{Name: "prewarm", Hidden: true, Usage: "with --background: at most once per 10 minutes (the PATH block's prewarm hook)"},
+		&cli.StringFlag{Name: "job", Hidden: true, Usage: "the detached heal a call starts: tool:NAME or model:PATH, its job's lock on fd 3"},
 	},
 	BashComplete: completeNames,
 	Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+		if spec := ctx.String("job"); spec != "" {
+			if err := e.RunJob(ctx.Context, spec); err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			return nil
+		}
 		if ctx.Bool("background") {
 			return commands.HealBackground(e, ctx.Args().Slice(), ctx.Bool("prewarm"))
+		}
+		if ctx.Bool("wait") {
+			if err := e.WaitHeals(ctx.Context, ctx.Args().Slice()); err != nil {
+				if code := guard.ExitStatus(err); code > 128 {
+					return cli.Exit(err.Error(), code)
+				}
+				e.Say("%v", err)
+			}
 		}
 		o := commands.HealOptions{Names: ctx.Args().Slice(), DryRun: ctx.Bool("dry-run"), JSON: ctx.Bool("json")}
 		ok, err := commands.Heal(ctx.Context, e, e.Config().Stdout, o)

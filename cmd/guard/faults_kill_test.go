@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/promptcache"
 )
@@ -91,7 +93,46 @@ func (e *faultEnv) killAfter(d time.Duration, guardOnly bool, name string, args 
 		killSession(sid)
 		e.t.Errorf("after the kill, processes of the call are still alive: %s", describeProcs(left))
 	}
+	if kr.Killed {
+		e.killHeals()
+	}
 	return kr
+}
+
+// killHeals SIGKILLs the session of every heal a call left detached (its
+// own session, its pid in its job record), as a sandbox that stops kills
+// everything: each job's lock is then free.
+func (e *faultEnv) killHeals() {
+	e.t.Helper()
+	jobs := filepath.Join(e.StateDir, "jobs")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		held := 0
+		names, _ := filepath.Glob(filepath.Join(jobs, "*.json"))
+		for _, n := range names {
+			var rec struct {
+				PID int `json:"pid"`
+			}
+			if b, err := os.ReadFile(n); err == nil && json.Unmarshal(b, &rec) == nil && rec.PID > 0 {
+				killSession(rec.PID)
+			}
+			lock := flock.New(strings.TrimSuffix(n, ".json") + ".lock")
+			switch ok, err := lock.TryLock(); {
+			case ok:
+				_ = lock.Unlock()
+			case err == nil:
+				held++
+			}
+		}
+		if held == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Errorf("the heals the killed call started still hold %d job locks", held)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // afterKill runs the checks every kind shares.

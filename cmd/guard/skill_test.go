@@ -148,7 +148,7 @@ func TestOpenClawSkill(t *testing.T) {
 
 	flat := strings.Join(strings.Fields(body), " ") // a phrase may wrap
 	for _, want := range []string{"guard status", "guard heal", "guard heal --background", "protection is off",
-		"exit 0", "exit 1", "| 124 |", "| 127 |", "| 125 |", "| 2 |"} {
+		"exit 0", "exit 1", "| 75 |", "guard heal --wait", "| 124 |", "| 127 |", "| 125 |", "| 2 |"} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("the skill's body does not mention %q", want)
 		}

@@ -406,3 +406,22 @@ func TestStashKeyHasTheTargets(t *testing.T) {
 		t.Error("the same recipe has two stash keys")
 	}
 }
+
+// A build its caller's deadline stops (not its own limit) does not blame
+// the heal timeout, whose value had nothing to do with it.
+func TestABuildStoppedByItsCallerDoesNotBlameTheHealTimeout(t *testing.T) {
+	dir := t.TempDir()
+	guardtest.WriteFile(t, filepath.Join(dir, "slow.sh"), "sleep 30\n", 0o644)
+	b, _, _ := newBuilder(t, "")
+	b.HealTimeout = 30 * time.Minute
+	rec := &manifest.Build{Name: "slow", Dir: dir, Steps: [][]string{{"sh", "slow.sh"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := b.Build(ctx, "x", rec, filepath.Join(dir, "tool"))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want a timeout, got %v", err)
+	}
+	if strings.Contains(err.Error(), "heal timeout") || !strings.Contains(err.Error(), "was stopped when its caller's time ran out") {
+		t.Fatalf("message: %v", err)
+	}
+}

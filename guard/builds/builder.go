@@ -95,7 +95,7 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 	}
 	if limit > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, limit)
+		ctx, cancel = context.WithTimeoutCause(ctx, limit, errHealLimit)
 		defer cancel()
 	}
 	held, err := lock.Acquire(ctx, b.layout().Lock("build-"+name), func() {
@@ -160,11 +160,17 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 	fmt.Fprintf(logf, "== guard: build %s at %s (%s: %s)\n", name, time.Now().Format(time.RFC3339), what, reason)
 
 	rep := progress.Start(b.stderr(), "building "+name, 0, b.ProgressEvery)
+	if last, ok := LastBuild(b.StateDir, name); ok {
+		rep.Expect(last.Took) // the time left is the last good build's share still to do
+	}
 	out := &tailWriter{w: logf}
 	start := time.Now()
 	fail := func(e *BuildError) error {
 		rep.Stop("")
 		e.Name, e.Log, e.Steps, e.Limit = name, logPath, len(rec.Steps), limit
+		if !errors.Is(context.Cause(ctx), errHealLimit) {
+			e.Limit = 0 // a deadline of the caller's, not the heal's own limit
+		}
 		if e.Last == "" {
 			e.Last = out.Last()
 		}

@@ -9,6 +9,11 @@ import (
 	"time"
 )
 
+// errHealLimit is the cause of a build's context when its own limit (the
+// recipe's timeout, else the heal timeout) ends it, rather than a
+// deadline of its caller's.
+var errHealLimit = errors.New("the heal timeout")
+
 // BuildError is a rebuild that did not produce a healthy target.
 type BuildError struct {
 	Name   string         // the recipe
@@ -21,7 +26,7 @@ type BuildError struct {
 	Target string         // set when the steps passed but the target is still unhealthy
 	Reason string         // the target's health after the steps
 	Last   string         // the last line of output
-	Limit  time.Duration  // the heal timeout in force
+	Limit  time.Duration  // the heal timeout that stopped it; 0 when it was not what stopped it
 	Err    error          // the underlying error (context.DeadlineExceeded on timeout)
 	// Killed is set when guard stopped the step and a process of its
 	// group was still alive after the grace (Grace): it was SIGKILLed.
@@ -68,7 +73,7 @@ func (e *BuildError) what() string {
 		if e.Limit > 0 {
 			return fmt.Sprintf("was stopped by the heal timeout (%s)", e.Limit)
 		}
-		return "was stopped by the heal timeout"
+		return "was stopped when its caller's time ran out"
 	case errors.Is(e.Err, context.Canceled):
 		return "was canceled"
 	case e.Signal != 0:

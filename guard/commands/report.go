@@ -25,6 +25,7 @@ type Report struct {
 	Models       []ModelState     `json:"models"`
 	Auth         []AuthState      `json:"auth"`
 	Cache        CacheState       `json:"cache"`
+	Healing      []HealingState   `json:"healing"`
 	LogPath      string           `json:"log"`
 	Events       []heallog.Record `json:"events"`
 }
@@ -127,6 +128,21 @@ func (a AuthState) missingNote() string {
 		return "never blocks a call"
 	}
 	return "needed only by " + a.For + " (nothing else needs it; never blocks a call)"
+}
+
+// HealingState is a heal a call left running in the background (its job
+// record): what it heals, how far it is (Percent and LeftMS are -1 while
+// unknown) and the command that waits for it.
+type HealingState struct {
+	What    string    `json:"what"`
+	Names   []string  `json:"names"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	Percent float64   `json:"percent"`
+	LeftMS  int64     `json:"left_ms"`
+	Phase   string    `json:"phase,omitempty"`
+	Log     string    `json:"log"`
+	Wait    string    `json:"wait"`
 }
 
 // CacheState is the prompt cache's figures.

@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/auth"
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/guard/models/verify"
@@ -84,7 +85,7 @@ func gather(e *guard.Engine) *Report {
 	r := &Report{
 		Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c), Installed: installed(c), LogPath: e.LogPath(),
 		Shims: shimStates(c), Tools: []ToolState{}, Builds: []BuildState{}, Packages: []PackageState{},
-		Models: []ModelState{}, Auth: []AuthState{}, Events: []heallog.Record{},
+		Models: []ModelState{}, Auth: []AuthState{}, Events: []heallog.Record{}, Healing: healing(c),
 	}
 	for _, name := range sortedKeys(c.M.Tools) {
 		r.Tools = append(r.Tools, toolState(e, c.M.Tools[name]))
@@ -108,6 +109,19 @@ func gather(e *guard.Engine) *Report {
 	r.NotFetched = r.notFetched()
 	r.Healthy = len(r.Problems) == 0
 	return r
+}
+
+// healing lists the heals running in the background, from their job
+// records; a record whose heal is gone is not one.
+func healing(c *guard.Config) []HealingState {
+	out := []HealingState{}
+	for _, s := range healjob.List(c.StateDir) {
+		if s.Alive {
+			out = append(out, HealingState{What: s.What, Names: s.Names, PID: s.PID, Started: s.Start, Percent: s.Percent,
+				LeftMS: s.LeftMS, Phase: s.Phase, Log: healjob.LogPath(c.StateDir, s.Key), Wait: "guard heal --wait " + strings.Join(s.Names, " ")})
+		}
+	}
+	return out
 }
 
 // toolState is a tool's real target, healing nothing. A missing binary

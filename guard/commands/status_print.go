@@ -3,6 +3,7 @@ package commands
 import (
 	"bytes"
 	"fmt"
+	"github.com/sandbox-guard/guard/guard/healjob"
 	"io"
 	"path/filepath"
 	"strings"
@@ -172,6 +173,14 @@ func (p *printer) print(out io.Writer, r *Report) {
 				state = p.paint(yellow, "missing") + p.tildeAll(note+": "+a.Hint)
 			}
 			fmt.Fprintf(tw, "  %s\t%s\n", printable(a.Name), state)
+		}
+	}
+
+	if len(r.Healing) > 0 {
+		section("healing in the background")
+		for _, h := range r.Healing {
+			where := healjob.Record{Percent: h.Percent, LeftMS: h.LeftMS}.Where()
+			fmt.Fprintf(tw, "  %s\t%s\tpid %d since %s\t%s\tlog %s\n", printable(h.What), p.paint(yellow, where), h.PID, when(h.Started), printable(h.Wait), p.tilde(h.Log))
 		}
 	}
 

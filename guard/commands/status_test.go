@@ -99,6 +99,17 @@ type documentedReport struct {
 		Misses       int64   `json:"misses"`
 		SavedSeconds float64 `json:"saved_seconds"`
 	} `json:"cache"`
+	Healing []struct {
+		What    string    `json:"what"`
+		Names   []string  `json:"names"`
+		PID     int       `json:"pid"`
+		Started time.Time `json:"started"`
+		Percent float64   `json:"percent"`
+		LeftMS  int64     `json:"left_ms"`
+		Phase   string    `json:"phase"`
+		Log     string    `json:"log"`
+		Wait    string    `json:"wait"`
+	} `json:"healing"`
 	Log    string `json:"log"`
 	Events []struct {
 		TS         time.Time `json:"ts"`

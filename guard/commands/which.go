@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/shims"
@@ -79,6 +81,7 @@ func Which(e *guard.Engine, out io.Writer, name string) bool {
 	if tool.Package != "" {
 		row("package", printable(tool.Package), "installed by a heal when the binary is missing")
 	}
+	healingRows(c, row, name)
 	if name == shims.LlamaCompletion || name == shims.LlamaSimple {
 		for _, m := range c.M.Models {
 			row("model", printable(m.File), modelState(e, m).State)
@@ -103,5 +106,17 @@ func whichModel(e *guard.Engine, p *printer, tw io.Writer, row func(key, value, 
 	for _, u := range m.URLs {
 		row("url", printable(u), "")
 	}
+	healingRows(e.Config(), row, m.File)
 	return modelUsable(st.State) || st.State == "not-fetched"
+}
+
+// healingRows shows the heals running in the background for name: how
+// far, and the command that waits for it.
+func healingRows(c *guard.Config, row func(key, value, detail string), name string) {
+	for _, h := range healing(c) {
+		if slices.Contains(h.Names, name) {
+			where := healjob.Record{Percent: h.Percent, LeftMS: h.LeftMS}.Where()
+			row("healing", printable(h.What), fmt.Sprintf("in the background, pid %d: %s; %s", h.PID, where, printable(h.Wait)))
+		}
+	}
 }

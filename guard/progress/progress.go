@@ -19,7 +19,9 @@ import (
 
 // DefaultEvery is how often a line is printed when stderr is not a
 // terminal; GUARD_PROGRESS_EVERY, read by the caller, may ask for another.
-const DefaultEvery = 5 * time.Second
+// Half a minute keeps a call that waits minutes on a build to a few lines
+// of an agent's context.
+const DefaultEvery = 30 * time.Second
 
 // Reporter shows the progress of one long task until Stop.
 type Reporter struct {
@@ -27,8 +29,13 @@ type Reporter struct {
 	tty   bool
 	label string
 	total int64 // bytes expected; <= 0 for a task measured in steps, not bytes
+	now   func() time.Time
 
 	mu      sync.Mutex
+	percent float64       // a step task's own percent (SetStatus reads it); -1 unknown
+	expect  time.Duration // a step task's expected length (the recipe's last build); 0 unknown
+	shown   *Snapshot     // a task followed from elsewhere (Show): the line shows this
+	marks   []mark        // a download's progress at recent snapshots (recentRate)
 	done    int64
 	base    int64 // bytes already there when this attempt started (a resumed partial)
 	status  string
@@ -49,15 +56,28 @@ func IsTerminal(w io.Writer) bool {
 // printed when w is not a terminal (0: DefaultEvery); a terminal gets a
 // bar redrawn five times a second.
 func Start(w io.Writer, label string, total int64, every time.Duration) *Reporter {
-	r := &Reporter{w: w, tty: IsTerminal(w), label: label, total: total, start: time.Now(), stop: make(chan struct{})}
-	if every <= 0 {
+	tty := IsTerminal(w)
+	switch {
+	case observer() != nil:
+		every = time.Second // a detached heal's record: fresh for the call that reads it
+	case tty:
+		every = 200 * time.Millisecond
+	case every <= 0:
 		every = DefaultEvery
 	}
-	if r.tty {
-		every = 200 * time.Millisecond
-	}
+	t := time.NewTicker(every)
+	r := start(w, tty, label, total, t.C, time.Now)
+	go func() { r.wg.Wait(); t.Stop() }()
+	return r
+}
+
+// start is Start on a clock of the caller's: a line at each tick, the
+// elapsed time and the ETA from now.
+func start(w io.Writer, tty bool, label string, total int64, tick <-chan time.Time, now func() time.Time) *Reporter {
+	r := &Reporter{w: w, tty: tty, label: label, total: total, now: now, start: now(), percent: -1, stop: make(chan struct{})}
+	observe := observer()
 	r.wg.Add(1)
-	go r.loop(every)
+	go r.loop(tick, observe)
 	return r
 }
 
@@ -67,7 +87,7 @@ func Start(w io.Writer, label string, total int64, every time.Duration) *Reporte
 func (r *Reporter) SetBase(n int64) {
 	r.mu.Lock()
 	r.base, r.done = n, n
-	r.start, r.waiting = time.Now(), ""
+	r.start, r.waiting, r.marks = r.now(), "", nil
 	r.mu.Unlock()
 }
 
@@ -93,11 +113,32 @@ func (r *Reporter) Write(p []byte) (int, error) {
 }
 
 // SetStatus replaces the free text shown after the label (a build step, the
-// last build line).
+// last build line). A build tool's own percent in it (ParsePercent) becomes
+// the task's.
 func (r *Reporter) SetStatus(s string) {
 	s = strings.TrimSpace(strings.ReplaceAll(s, "\r", ""))
+	pct, ok := ParsePercent(s)
 	r.mu.Lock()
 	r.status = s
+	if ok {
+		r.percent = pct
+	}
+	r.mu.Unlock()
+}
+
+// Expect gives a step task its expected length, the recipe's last good
+// build here: the time left is that build's share still to do.
+func (r *Reporter) Expect(d time.Duration) {
+	r.mu.Lock()
+	r.expect = d
+	r.mu.Unlock()
+}
+
+// Show makes the line show s: a task that runs elsewhere (a detached
+// heal, read from its job record) and is followed here.
+func (r *Reporter) Show(s Snapshot) {
+	r.mu.Lock()
+	r.shown = &s
 	r.mu.Unlock()
 }
 
@@ -118,15 +159,22 @@ func (r *Reporter) Stop(final string) {
 	}
 }
 
-func (r *Reporter) loop(every time.Duration) {
+func (r *Reporter) loop(tick <-chan time.Time, observe func(Snapshot)) {
 	defer r.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
+	if observe != nil {
+		defer func() { observe(r.Snapshot()) }()
+	}
 	for {
 		select {
 		case <-r.stop:
 			return
-		case <-t.C:
+		case <-tick:
+			if observe != nil {
+				// A detached heal: its job record is the progress, and the
+				// call that follows it draws the line.
+				observe(r.Snapshot())
+				continue
+			}
 			line := r.Line()
 			if r.tty {
 				fmt.Fprint(r.w, "\r\x1b[K"+clip(line, 120))
@@ -141,36 +189,68 @@ func (r *Reporter) loop(every time.Duration) {
 // "guard: downloading qwen.gguf  45% 210.0/484.2 MB 12.3 MB/s eta 22s".
 func (r *Reporter) Line() string {
 	r.mu.Lock()
-	done, base, status, total, start, waiting := r.done, r.base, r.status, r.total, r.start, r.waiting
+	done, base, status, total, start, waiting, shown := r.done, r.base, r.status, r.total, r.start, r.waiting, r.shown
 	r.mu.Unlock()
+	if shown != nil {
+		return r.stepLine(*shown)
+	}
+	if total <= 0 {
+		return r.stepLine(r.Snapshot())
+	}
 	if waiting != "" {
 		status = waiting
 	}
-	elapsed := time.Since(start)
+	elapsed := r.now().Sub(start)
 	var b strings.Builder
 	fmt.Fprintf(&b, "guard: %s", r.label)
-	if total > 0 {
-		// While waiting there is no bar, rate or ETA: only where it stands.
-		pct := float64(done) * 100 / float64(total)
-		if r.tty && waiting == "" {
-			b.WriteString(" " + bar(pct, 20))
+	// While waiting there is no bar, rate or ETA: only where it stands.
+	pct := float64(done) * 100 / float64(total)
+	if r.tty && waiting == "" {
+		b.WriteString(" " + bar(pct, 20))
+	}
+	fmt.Fprintf(&b, " %3.0f%% %.1f/%.1f MB", pct, mb(done), mb(total))
+	if waiting == "" {
+		rate := float64(done-base) / elapsed.Seconds()
+		fmt.Fprintf(&b, " %.1f MB/s", rate/1e6)
+		if rate > 0 && done < total {
+			eta := time.Duration(float64(total-done) / rate * float64(time.Second))
+			fmt.Fprintf(&b, " eta %s", eta.Round(time.Second))
 		}
-		fmt.Fprintf(&b, " %3.0f%% %.1f/%.1f MB", pct, mb(done), mb(total))
-		if waiting == "" {
-			rate := float64(done-base) / elapsed.Seconds()
-			fmt.Fprintf(&b, " %.1f MB/s", rate/1e6)
-			if rate > 0 && done < total {
-				eta := time.Duration(float64(total-done) / rate * float64(time.Second))
-				fmt.Fprintf(&b, " eta %s", eta.Round(time.Second))
-			}
-		}
-	} else {
-		fmt.Fprintf(&b, " (%s)", elapsed.Round(time.Second))
 	}
 	if status != "" {
 		b.WriteString(": " + status)
 	}
 	return b.String()
+}
+
+// stepLine is the line of a task measured in steps, or followed from a
+// job record: "guard: building demo [====      ]  46%, about 6s left (12s): make: [ 46%] ...";
+// the bar only on a terminal, the percent and the time left when known.
+func (r *Reporter) stepLine(s Snapshot) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "guard: %s", r.label)
+	if s.Percent >= 0 {
+		if r.tty {
+			b.WriteString(" " + bar(s.Percent, 20))
+		}
+		fmt.Fprintf(&b, " %3.0f%%", s.Percent)
+	}
+	if s.Left >= 0 {
+		fmt.Fprintf(&b, ", about %s left", roundLeft(s.Left))
+	}
+	fmt.Fprintf(&b, " (%s)", r.now().Sub(r.start).Round(time.Second))
+	if s.Status != "" {
+		b.WriteString(": " + s.Status)
+	}
+	return b.String()
+}
+
+// roundLeft rounds a time left to what an estimate can tell.
+func roundLeft(d time.Duration) time.Duration {
+	if d >= time.Minute {
+		return d.Round(10 * time.Second)
+	}
+	return d.Round(time.Second)
 }
 
 func mb(n int64) float64 { return float64(n) / 1e6 }

@@ -65,3 +65,9 @@ func (l Layout) RestoreLog() string { return filepath.Join(l.Dir, "restore.log")
 // ShimsStamp records the shim folder as the last full check of its links
 // left it, so a call checks every link only when something changed.
 func (l Layout) ShimsStamp() string { return filepath.Join(l.Dir, "shims.stamp") }
+
+// Jobs holds one record per heal a call started detached (NAME.json: what
+// heals, its pid, start, percent, time left, phase, and at the end its
+// result), the lock its heal holds for its whole life (NAME.lock: held
+// means alive, whatever the pid says) and its stderr (NAME.log).
+func (l Layout) Jobs() string { return filepath.Join(l.Dir, "jobs") }

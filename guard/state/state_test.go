@@ -27,6 +27,7 @@ func TestLayout(t *testing.T) {
 		l.ShimsStamp():      "/s/shims.stamp",
 		l.HealLog():         "/s/selfheal.log",
 		l.Speeds():          "/s/speeds.json",
+		l.Jobs():            "/s/jobs",
 	} {
 		if got != want {
 			t.Errorf("got %s, want %s", got, want)

@@ -1,0 +1,246 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/healjob"
+	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/guard/state"
+)
+
+// A heal a call needs runs detached (healjob): the call waits for it
+// within what is left of its budget, and the heal goes on past it, stopped
+// only by its own limit (docs/healing-in-the-background.md). `guard heal`
+// in the foreground heals in its own process, as does the detached heal.
+
+// jobSpec is what one detached heal brings back: a tool's executable (its
+// build recipe or package) or a model file at a path. Its text form is
+// the argument of `guard heal --job`.
+type jobSpec struct {
+	kind string // "tool" or "model"
+	name string // the tool's name, or the model file's absolute path
+}
+
+func (s jobSpec) String() string { return s.kind + ":" + s.name }
+
+// parseJobSpec reads `guard heal --job`'s argument.
+func parseJobSpec(arg string) (jobSpec, error) {
+	kind, name, _ := strings.Cut(arg, ":")
+	if (kind != "tool" && kind != "model") || name == "" {
+		return jobSpec{}, fmt.Errorf("heal --job %q: want tool:NAME or model:PATH", arg)
+	}
+	return jobSpec{kind, name}, nil
+}
+
+// detacher starts the heal of spec so that it outlives the call; the job's
+// claim j is handed to it, and it writes the job's result.
+type detacher interface {
+	detach(j *healjob.Job, spec jobSpec) error
+}
+
+// spawner is the detacher of a real call: `guard heal --job SPEC` from
+// guard's own executable, given the job's lock as its fd 3.
+type spawner struct{ c *Config }
+
+func (s spawner) detach(j *healjob.Job, spec jobSpec) error {
+	logPath := healjob.LogPath(s.c.StateDir, j.Record().Key)
+	logf, err := state.OpenOwn(logPath, os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", logPath, err)
+	}
+	defer logf.Close()
+	pid, err := healjob.Spawn(s.c.Self, []string{"guard", "heal", "--job", spec.String()}, s.c.Env, logf, j.Lock())
+	if err != nil {
+		return err
+	}
+	j.SetPID(pid)
+	j.Close() // the lock is the detached heal's now
+	return nil
+}
+
+// jobLockFD is where the detached heal finds the job's lock.
+const jobLockFD = 3
+
+// jobRecord is the first record of spec's job: its key, what it heals,
+// and the time left as the last good build here says.
+func (e *Engine) jobRecord(spec jobSpec) (healjob.Record, error) {
+	r := healjob.Record{LeftMS: -1, Percent: -1}
+	if spec.kind == "model" {
+		r.Key, r.What, r.Names = healjob.Key("model", spec.name), "the download of "+filepath.Base(spec.name), []string{filepath.Base(spec.name)}
+		return r, nil
+	}
+	tool := e.c.M.Tool(spec.name)
+	switch {
+	case tool == nil:
+		return r, fmt.Errorf("no tool named %q in the manifest", spec.name)
+	case tool.Build != "":
+		r.Key, r.What = healjob.Key("build", tool.Build), "the build of "+tool.Build
+		if last, ok := builds.LastBuild(e.c.StateDir, tool.Build); ok {
+			r.LeftMS = last.Took.Milliseconds()
+		}
+	case tool.Package != "":
+		r.Key, r.What = healjob.Key("package", tool.Package), "the install of package "+tool.Package
+	default:
+		r.Key, r.What = healjob.Key("tool", tool.Name), "the heal of "+tool.Name
+	}
+	r.Names = []string{tool.Name}
+	return r, nil
+}
+
+// healDetached brings back what spec heals through a detached heal: it
+// starts one, or finds one running for the same thing (a second call never
+// starts a second build), and waits for it within ctx, showing its
+// messages and progress. nil means the heal ended well; the caller looks
+// again. A wait cut short is a *healingError (the budget) or an
+// *interruptedError (a signal); the heal goes on either way. here is the
+// heal in this process, for when none can be detached.
+func (e *Engine) healDetached(ctx context.Context, caller string, spec jobSpec, here func(context.Context) error) error {
+	rec, err := e.jobRecord(spec)
+	if err != nil {
+		return err
+	}
+	for try := 0; ; try++ {
+		j, err := healjob.Claim(e.c.StateDir, rec)
+		switch {
+		case err == nil:
+			if derr := e.jobs.detach(j, spec); derr != nil {
+				// No detached heal (guard's own file is gone, a sandbox
+				// refuses a session): heal here, as before.
+				e.Say("%s: could not heal in the background (%v); healing in this call", caller, derr)
+				herr := here(ctx)
+				j.Finish(herr)
+				j.Close()
+				return herr
+			}
+		case errors.Is(err, healjob.ErrRunning):
+			if s, ok := healjob.Look(e.c.StateDir, rec.Key); ok && s.Alive {
+				e.Say("%s: %s is running in the background (pid %d, %s); waiting for it", caller, s.What, s.PID, s.Where())
+			}
+		default:
+			// The jobs folder cannot be written: heal here, as before.
+			e.debug("%s: no job record (%v); healing in this call", caller, err)
+			return here(ctx)
+		}
+		s, err := e.follow(ctx, rec)
+		if err != nil {
+			return err
+		}
+		switch {
+		case s.Result == "ok":
+			return nil
+		case s.Done():
+			return errors.New(s.Message)
+		case try == 0:
+			e.Say("%s: %s (pid %d) ended without a result; starting it again", caller, rec.What, s.PID)
+			continue
+		}
+		return fmt.Errorf("%s (pid %d) ended twice without a result; see %s", rec.What, s.PID, healjob.LogPath(e.c.StateDir, rec.Key))
+	}
+}
+
+// follow waits for the job's heal, with its messages and a progress line,
+// until it ends, ctx ends or it plainly cannot end in time.
+func (e *Engine) follow(ctx context.Context, rec healjob.Record) (healjob.Status, error) {
+	rep := progress.Start(e.c.Stderr, "waiting for "+rec.What, 0, e.c.ProgressEvery)
+	began := time.Now()
+	var s healjob.Status
+	err := underSignals(ctx, func(ctx context.Context) error {
+		var err error
+		s, err = healjob.Follow(ctx, e.c.StateDir, rec.Key, e.c.Stderr, func(s healjob.Status) error {
+			rep.Show(s.Snapshot())
+			if dl, ok := ctx.Deadline(); ok && s.Left() > time.Until(dl) {
+				return errCannotFit
+			}
+			return nil
+		})
+		return err
+	})
+	rep.Stop("")
+	if s.Key == "" {
+		s.Record = rec
+	}
+	var ie *interruptedError
+	switch {
+	case errors.As(err, &ie):
+		ie.goesOn = s.What + " goes on in the background; follow it: " + waitCommand(s.Record)
+		return s, err
+	case errors.Is(err, errCannotFit), errors.Is(err, context.DeadlineExceeded):
+		return s, &healingError{rec: s.Record, waited: time.Since(began), cannotFit: errors.Is(err, errCannotFit)}
+	}
+	return s, err
+}
+
+// healingError says a heal the call needs goes on in the background past
+// what the call could wait for it: its budget ran out during the wait, or
+// the heal's own estimate already showed it could not end in what was
+// left. Exit 75 (EX_TEMPFAIL): call again later, or wait with guard heal
+// --wait. It is one line: what heals, how far, the time left, the limit
+// that stopped the wait and the command that waits.
+type healingError struct {
+	rec       healjob.Record
+	waited    time.Duration
+	cannotFit bool
+	limit     string // the call's budget and what set it: "4.0s (GUARD_TIMEOUT)"; set by budget.during
+}
+
+func (e *healingError) Error() string {
+	why := "the call's budget of " + e.limit + " ran out after " + secs(e.waited) + " of waiting"
+	if e.cannotFit {
+		why = "it cannot end within what is left of the call's budget of " + e.limit
+	}
+	return fmt.Sprintf("%s goes on in the background (%s): %s; wait for it: %s, or call again later",
+		e.rec.What, e.rec.Where(), why, waitCommand(e.rec))
+}
+
+// errCannotFit is a wait stopped because the heal's own estimate of the
+// time it needs is more than the call has left.
+var errCannotFit = errors.New("the heal cannot end within the call's budget")
+
+// waitCommand is the command that waits for a job's heal.
+func waitCommand(r healjob.Record) string {
+	return "guard heal --wait " + strings.Join(r.Names, " ")
+}
+
+// WaitHeals is `guard heal --wait`'s wait: it follows every detached heal
+// running for names (all of them when none), with its messages and
+// progress and no call's budget, until each ends. A heal that failed is
+// an error; a signal ends the wait (the heals go on).
+func (e *Engine) WaitHeals(ctx context.Context, names []string) error {
+	var failed []string
+	for _, s := range healjob.List(e.c.StateDir) {
+		if !s.Alive || !wanted(s.Names, names) {
+			continue
+		}
+		e.Say("waiting for %s (pid %d, %s)", s.What, s.PID, s.Where())
+		end, err := e.follow(ctx, s.Record)
+		if err != nil {
+			return err
+		}
+		switch {
+		case end.Result == "ok":
+			e.Say("%s ended well after %s", end.What, secs(end.End.Sub(end.Start)))
+		case end.Done():
+			failed = append(failed, end.What+": "+end.Message)
+		default:
+			failed = append(failed, end.What+" ended without a result (killed?)")
+		}
+	}
+	if len(failed) > 0 {
+		return errors.New(strings.Join(failed, "\n"))
+	}
+	return nil
+}
+
+// wanted reports whether a job healing have is one of names (all when
+// names is empty).
+func wanted(have, names []string) bool {
+	return len(names) == 0 || slices.ContainsFunc(have, func(h string) bool { return slices.Contains(names, h) })
+}

@@ -1,0 +1,316 @@
+// Package healjob is a heal that outlives the call that needs it.
+//
+// A cold build can take longer than any call's budget: cut at the budget,
+// it never completes, however often an agent calls. So a heal a call needs
+// (a rebuild, a package install, a model download) runs in a detached
+// `guard heal --job` process (Spawn: its own session, nice 19, low IO
+// priority), stopped only by its own limit, and the call waits for it
+// within what is left of its budget (Wait). A later call finds it running
+// and waits too; none starts a second one.
+//
+// Each heal has a job in the state folder (state.Layout.Jobs): a record
+// (what heals, pid, start, percent, time left, phase, and at the end the
+// result), a log of its stderr, and a lock. The lock is taken by the call
+// that starts the heal (Claim) before anything is written and handed to the
+// detached process, which holds it for its whole life: a held lock is a
+// live heal, a free one a finished or killed heal, since the kernel drops a
+// flock with the last process holding it and a pid alone may be reused.
+package healjob
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/guard/state"
+)
+
+// Record is a job's record, STATE/jobs/KEY.json (documented with the state
+// folder's files).
+type Record struct {
+	Key   string    `json:"key"`   // build-NAME, package-NAME, model-PATHKEY
+	What  string    `json:"what"`  // for people: "the build of llama-cpp", "the download of q.gguf"
+	Names []string  `json:"names"` // the tools or model files it heals, as `guard heal --wait` takes them
+	PID   int       `json:"pid"`
+	Start time.Time `json:"start"`
+	// Percent and LeftMS are the heal's own progress: -1 while unknown.
+	Percent float64   `json:"percent"`
+	LeftMS  int64     `json:"left_ms"`
+	Phase   string    `json:"phase,omitempty"`
+	Updated time.Time `json:"updated"`
+	// Result is "" while the heal runs, then "ok" or "failed" with Message.
+	Result  string    `json:"result,omitempty"`
+	Message string    `json:"message,omitempty"`
+	End     time.Time `json:"end,omitzero"`
+}
+
+// Left is the time left the heal last estimated; -1 when unknown.
+func (r Record) Left() time.Duration {
+	if r.LeftMS < 0 {
+		return -1
+	}
+	return time.Duration(r.LeftMS) * time.Millisecond
+}
+
+// Snapshot is where the heal stood at its last update.
+func (r Record) Snapshot() progress.Snapshot {
+	return progress.Snapshot{Percent: r.Percent, Left: r.Left(), Status: r.Phase}
+}
+
+// Done reports whether the heal wrote its result.
+func (r Record) Done() bool { return r.Result != "" }
+
+// Where says how far the heal is, for one line: "46%, about 6s left",
+// "time left unknown".
+func (r Record) Where() string {
+	var parts []string
+	if r.Percent >= 0 {
+		parts = append(parts, fmt.Sprintf("%.0f%%", r.Percent))
+	}
+	if left := r.Left(); left >= 0 {
+		parts = append(parts, "about "+left.Round(time.Second).String()+" left")
+	} else {
+		parts = append(parts, "time left unknown")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// maxRecord bounds what is read of a record: a few names and a line.
+const maxRecord = 64 << 10
+
+// Paths of job key in the state folder stateDir.
+func recordPath(stateDir, key string) string { return filepath.Join(dir(stateDir), key+".json") }
+func lockPath(stateDir, key string) string   { return filepath.Join(dir(stateDir), key+".lock") }
+
+// LogPath is where the heal's stderr goes.
+func LogPath(stateDir, key string) string { return filepath.Join(dir(stateDir), key+".log") }
+
+func dir(stateDir string) string { return state.Layout{Dir: stateDir}.Jobs() }
+
+// Key names a job after what it heals (kind "build", "package", "model")
+// so that every call that needs the same heal finds the same job.
+func Key(kind, name string) string {
+	if kind == "model" {
+		return "model-" + state.PathKey(name)
+	}
+	// The kind's prefix keeps "." and ".." from being the whole name.
+	return kind + "-" + strings.Map(func(r rune) rune {
+		if r == '/' || r == 0 || r == '\n' {
+			return '_'
+		}
+		return r
+	}, name)
+}
+
+// ErrRunning is Claim finding a live heal of the same thing.
+var ErrRunning = errors.New("a heal of it is already running")
+
+// Job is a heal this process started (Claim) or runs (Adopt). It holds
+// the job's lock until Close, or until every process given Lock exits.
+type Job struct {
+	stateDir string
+	lock     *os.File
+
+	mu     sync.Mutex
+	rec    Record
+	closed bool
+}
+
+// Claim takes the lock of job rec.Key and writes its first record (start
+// now, progress unknown). A live heal holding the lock is ErrRunning: the
+// caller waits for that one instead.
+func Claim(stateDir string, rec Record) (*Job, error) {
+	if err := os.MkdirAll(dir(stateDir), 0o700); err != nil {
+		return nil, fmt.Errorf("create the jobs folder: %w", err)
+	}
+	f, err := state.OpenOwn(lockPath(stateDir, rec.Key), os.O_RDONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// A Look holds the lock shared for an instant; a heal holds it for
+	// its life. Only the second is a heal running.
+	for try := 0; ; try++ {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", lockPath(stateDir, rec.Key), err)
+		}
+		if try == 10 {
+			f.Close()
+			return nil, ErrRunning
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	now := time.Now()
+	rec.PID, rec.Start, rec.Updated = os.Getpid(), now, now
+	rec.Percent, rec.LeftMS = -1, -1
+	rec.Result, rec.Message, rec.End, rec.Phase = "", "", time.Time{}, ""
+	j := &Job{stateDir: stateDir, lock: f, rec: rec}
+	if err := j.write(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+// Adopt is the detached heal's side of a job: lock is the job's lock file,
+// inherited from the call that claimed it. The record takes this process's
+// pid.
+func Adopt(stateDir, key string, lock *os.File) (*Job, error) {
+	// Only the job's own lock, held: a person running `guard heal --job`
+	// by hand (fd 3 closed, or some other file) must not pass for a heal.
+	held, err := lock.Stat()
+	mine, err2 := os.Lstat(lockPath(stateDir, key))
+	if err != nil || err2 != nil || !os.SameFile(held, mine) ||
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return nil, errors.New("heal --job: fd 3 is not this job's lock; a call starts this itself")
+	}
+	rec, err := read(stateDir, key)
+	if err != nil {
+		return nil, err
+	}
+	rec.PID = os.Getpid()
+	j := &Job{stateDir: stateDir, lock: lock, rec: rec}
+	return j, j.write()
+}
+
+// Lock is the job's lock file, to hand to the detached heal
+// (exec.Cmd.ExtraFiles): the lock is then held for as long as it runs.
+func (j *Job) Lock() *os.File { return j.lock }
+
+// Record is the job's record as this process last wrote it.
+func (j *Job) Record() Record {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.rec
+}
+
+// SetPID records the pid of the detached heal.
+func (j *Job) SetPID(pid int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.rec.PID = pid
+	_ = j.write()
+}
+
+// Progress records where the heal stands (progress.Observe calls it).
+func (j *Job) Progress(s progress.Snapshot) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.rec.Done() {
+		return
+	}
+	j.rec.Percent, j.rec.LeftMS, j.rec.Phase = s.Percent, -1, s.Status
+	if s.Left >= 0 {
+		j.rec.LeftMS = s.Left.Milliseconds()
+	}
+	j.rec.Updated = time.Now()
+	_ = j.write()
+}
+
+// Finish records the heal's result: ok for a nil err, else failed with
+// err's first line.
+func (j *Job) Finish(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.rec.Result, j.rec.Message = "ok", ""
+	if err != nil {
+		msg, _, _ := strings.Cut(err.Error(), "\n")
+		j.rec.Result, j.rec.Message = "failed", msg
+	} else {
+		j.rec.Percent, j.rec.LeftMS = 100, 0
+	}
+	j.rec.End = time.Now()
+	j.rec.Updated = j.rec.End
+	_ = j.write()
+}
+
+// Close lets go of this process's hold on the lock. The call that started
+// a detached heal closes it once the heal has its own; the lock is free
+// when the last holder closed it or exited.
+func (j *Job) Close() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.closed {
+		j.closed = true
+		_ = j.lock.Close()
+	}
+}
+
+// write replaces the record whole: a reader sees the last one or this one.
+func (j *Job) write() error {
+	b, err := json.Marshal(j.rec)
+	if err != nil {
+		return err
+	}
+	if err := state.Replace(recordPath(j.stateDir, j.rec.Key), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write the heal's record: %w", err)
+	}
+	return nil
+}
+
+// read reads a record; a link, a FIFO or garbage in its place is none.
+func read(stateDir, key string) (Record, error) {
+	b, err := state.ReadRegular(recordPath(stateDir, key), maxRecord, true)
+	if err != nil {
+		return Record{}, err
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Key != key {
+		return Record{}, fmt.Errorf("%s: not a heal's record", recordPath(stateDir, key))
+	}
+	return rec, nil
+}
+
+// Status is a job as another process sees it.
+type Status struct {
+	Record
+	Alive bool // its heal holds the lock
+}
+
+// Look reads job key and tells whether its heal is alive; ok is false
+// when there is no readable record.
+func Look(stateDir, key string) (Status, bool) {
+	rec, err := read(stateDir, key)
+	if err != nil {
+		return Status{}, false
+	}
+	return Status{Record: rec, Alive: alive(stateDir, key)}, true
+}
+
+// alive reports whether a process holds the job's lock.
+func alive(stateDir, key string) bool {
+	f, err := state.OpenRegular(lockPath(stateDir, key), true)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
+// List is every job with a record, in key order.
+func List(stateDir string) []Status {
+	names, _ := filepath.Glob(filepath.Join(dir(stateDir), "*.json"))
+	var out []Status
+	for _, n := range names {
+		if s, ok := Look(stateDir, strings.TrimSuffix(filepath.Base(n), ".json")); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,113 @@
+package healjob_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/healjob"
+	"github.com/sandbox-guard/guard/guard/progress"
+)
+
+func TestAJobIsAliveWhileItsLockIsHeld(t *testing.T) {
+	dir := t.TempDir()
+	rec := healjob.Record{Key: healjob.Key("build", "demo"), What: "the build of demo", Names: []string{"tool"}, LeftMS: 9000}
+	j, err := healjob.Claim(dir, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second call never starts a second heal of the same thing.
+	if _, err := healjob.Claim(dir, rec); !errors.Is(err, healjob.ErrRunning) {
+		t.Fatalf("second claim: %v", err)
+	}
+	j.Progress(progress.Snapshot{Percent: 40, Left: 6 * time.Second, Status: "[ 40%] cc 4.o"})
+	s, ok := healjob.Look(dir, rec.Key)
+	if !ok || !s.Alive || s.Percent != 40 || s.Left() != 6*time.Second || s.Where() != "40%, about 6s left" {
+		t.Fatalf("look: %+v %v", s, ok)
+	}
+	j.Finish(nil)
+	j.Close()
+	if s, ok := healjob.Look(dir, rec.Key); !ok || s.Alive || s.Result != "ok" {
+		t.Fatalf("after the end: %+v %v", s, ok)
+	}
+}
+
+// The lock, not the pid, tells a live heal: a heal SIGKILLed with the
+// lock is dead at once, and the next call may start a new one.
+func TestAKilledHealIsSeenDead(t *testing.T) {
+	dir := t.TempDir()
+	rec := healjob.Record{Key: healjob.Key("build", "demo"), What: "the build of demo"}
+	j, err := healjob.Claim(dir, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command("sleep", "1000")
+	holder.ExtraFiles = []*os.File{j.Lock()}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	j.SetPID(holder.Process.Pid)
+	j.Close() // the lock is the holder's alone now
+	if s, _ := healjob.Look(dir, rec.Key); !s.Alive {
+		t.Fatal("the holder's heal is not alive")
+	}
+	holder.Process.Signal(syscall.SIGKILL)
+	holder.Wait()
+	s, ok := healjob.Look(dir, rec.Key)
+	if !ok || s.Alive || s.Done() {
+		t.Fatalf("after SIGKILL: %+v %v", s, ok)
+	}
+	j2, err := healjob.Claim(dir, rec)
+	if err != nil {
+		t.Fatalf("a new heal after the killed one: %v", err)
+	}
+	j2.Close()
+}
+
+// A link or a FIFO planted where a record goes is no record: never
+// followed, never waited on.
+func TestAPlantedRecordIsNone(t *testing.T) {
+	dir := t.TempDir()
+	key := healjob.Key("build", "demo")
+	jobs := filepath.Join(dir, "jobs")
+	os.MkdirAll(jobs, 0o700)
+	if err := syscall.Mkfifo(filepath.Join(jobs, key+".json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := healjob.Look(dir, key); ok {
+		t.Fatal("a FIFO read as a record")
+	}
+	other := filepath.Join(dir, "other.json")
+	os.WriteFile(other, []byte(`{"key":"build-x"}`), 0o600)
+	os.Symlink(other, filepath.Join(jobs, "build-x.json"))
+	if _, ok := healjob.Look(dir, "build-x"); ok {
+		t.Fatal("a link read as a record")
+	}
+	if got := healjob.List(dir); len(got) != 0 {
+		t.Fatalf("list: %+v", got)
+	}
+}
+
+// A heal started by hand, without the job's lock, is refused: it would
+// pass for a live heal that nothing waits on.
+func TestAdoptWantsTheJobsOwnLock(t *testing.T) {
+	dir := t.TempDir()
+	rec := healjob.Record{Key: healjob.Key("build", "demo")}
+	j, err := healjob.Claim(dir, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	other, err := os.CreateTemp(dir, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := healjob.Adopt(dir, rec.Key, other); err == nil {
+		t.Fatal("adopted with another file as the lock")
+	}
+}

@@ -1,0 +1,63 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/sandbox-guard/guard/guard/healjob"
+	"github.com/sandbox-guard/guard/guard/progress"
+)
+
+// RunJob is `guard heal --job SPEC`: the detached heal itself. It adopts
+// the job's lock (fd 3, from the call that started it), heals in this
+// process under its own limit, its progress going to the job's record, and
+// writes the result.
+func (e *Engine) RunJob(ctx context.Context, arg string) error {
+	spec, err := parseJobSpec(arg)
+	if err != nil {
+		return err
+	}
+	rec, err := e.jobRecord(spec)
+	if err != nil {
+		return err
+	}
+	lock := os.NewFile(jobLockFD, "job-lock")
+	if lock == nil {
+		return errors.New("heal --job: no job lock on fd 3; guard starts this itself")
+	}
+	// Not for the build's steps: an orphaned step must not pass for the
+	// heal (the build lock already waits for it).
+	syscall.CloseOnExec(jobLockFD)
+	j, err := healjob.Adopt(e.c.StateDir, rec.Key, lock)
+	if err != nil {
+		return err
+	}
+	progress.Observe(j.Progress)
+	err = e.healHere(ctx, spec)
+	j.Finish(err)
+	return err
+}
+
+// healHere heals spec in this process (the detached heal, or a call whose
+// heal could not be detached): bounded by ctx and the heal's own limit.
+func (e *Engine) healHere(ctx context.Context, spec jobSpec) error {
+	if spec.kind == "model" {
+		m := e.c.M.ModelByFile(spec.name)
+		if m == nil {
+			return fmt.Errorf("no model %s in the manifest", filepath.Base(spec.name))
+		}
+		return underSignals(ctx, func(ctx context.Context) error {
+			return e.Models().Ensure(ctx, "guard heal", m, spec.name, false)
+		})
+	}
+	tool := e.c.M.Tool(spec.name)
+	if tool == nil {
+		return fmt.Errorf("no tool named %q in the manifest", spec.name)
+	}
+	_, err := e.healTool(ctx, tool, e.ToolHealth(tool), false)
+	return err
+}

@@ -1,0 +1,123 @@
+package progress
+
+import (
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Snapshot is where a task stands: what a detached heal writes to its job
+// record and what the call that follows it shows (Reporter.Show).
+type Snapshot struct {
+	Percent float64       // 0 to 100; -1 when unknown
+	Left    time.Duration // the time left; -1 when unknown
+	Status  string        // the phase or the last line
+}
+
+// Snapshot is where the task stands now. A download's time left comes
+// from its bytes and its measured rate, a build's from its own percent and
+// the length it is expected to take (Expect).
+func (r *Reporter) Snapshot() Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shown != nil {
+		return *r.shown
+	}
+	s := Snapshot{Percent: -1, Left: -1, Status: r.status}
+	elapsed := r.now().Sub(r.start)
+	if r.total > 0 {
+		s.Percent = float64(r.done) * 100 / float64(r.total)
+		if r.waiting != "" {
+			s.Status = r.waiting
+			return s
+		}
+		if rate := r.recentRate(elapsed); rate > 0 && r.done <= r.total {
+			s.Left = time.Duration(float64(r.total-r.done) / rate * float64(time.Second))
+		}
+		return s
+	}
+	s.Percent = r.percent
+	switch {
+	case r.expect <= 0:
+	case r.percent >= 0:
+		s.Left = time.Duration(float64(r.expect) * (100 - r.percent) / 100)
+	case elapsed < r.expect:
+		s.Left = r.expect - elapsed
+	}
+	return s
+}
+
+// rateWindow is how far back a snapshot's download rate looks: a burst at
+// the start (a resumed range, a fast first second) must not promise a time
+// left that the rate since then cannot keep.
+const rateWindow = 5 * time.Second
+
+// mark is where a download stood at one snapshot.
+type mark struct {
+	at   time.Time
+	done int64
+}
+
+// recentRate is the bytes per second over the last rateWindow of
+// snapshots, or over the whole attempt until a second of them is there.
+// r.mu is held.
+func (r *Reporter) recentRate(elapsed time.Duration) float64 {
+	now := r.now()
+	r.marks = append(r.marks, mark{now, r.done})
+	for len(r.marks) > 2 && now.Sub(r.marks[1].at) >= rateWindow {
+		r.marks = r.marks[1:]
+	}
+	if first := r.marks[0]; now.Sub(first.at) >= time.Second && first.done >= r.base {
+		return float64(r.done-first.done) / now.Sub(first.at).Seconds()
+	}
+	return float64(r.done-r.base) / elapsed.Seconds()
+}
+
+// buildPercent matches a build tool's own progress: CMake's generated
+// makefiles print "[ 46%]", ninja "[123/218]".
+var buildPercent = regexp.MustCompile(`\[\s*(\d{1,3})%\]|\[(\d+)/(\d+)\]`)
+
+// ParsePercent reads a build tool's percent from one of its lines; the
+// last such mark in the line wins.
+func ParsePercent(line string) (float64, bool) {
+	ms := buildPercent.FindAllStringSubmatch(line, -1)
+	if len(ms) == 0 {
+		return 0, false
+	}
+	m := ms[len(ms)-1]
+	if m[1] != "" {
+		n, _ := strconv.Atoi(m[1])
+		if n > 100 {
+			return 0, false
+		}
+		return float64(n), true
+	}
+	done, err1 := strconv.Atoi(m[2])
+	total, err2 := strconv.Atoi(m[3])
+	if err1 != nil || err2 != nil || total <= 0 || done > total {
+		return 0, false
+	}
+	return float64(done) * 100 / float64(total), true
+}
+
+var (
+	observeMu sync.Mutex
+	observe   func(Snapshot)
+)
+
+// Observe sends every later Reporter's snapshots, at each tick and when it
+// stops, to f instead of printing a line every few seconds. A detached heal
+// (one process, one heal) calls it once: its progress is its job record,
+// and the call that waits on it draws the line.
+func Observe(f func(Snapshot)) {
+	observeMu.Lock()
+	observe = f
+	observeMu.Unlock()
+}
+
+func observer() func(Snapshot) {
+	observeMu.Lock()
+	defer observeMu.Unlock()
+	return observe
+}
