@@ -68,9 +68,12 @@ func MakeKey(ctx context.Context, in KeyInput) (Key, error) {
 // of the source files' names, sizes and contents.
 func sourceRevision(ctx context.Context, in KeyInput) (string, error) {
 	if git, ok := resolve.LookPath("git", envValue(in.Env, "PATH")); ok {
-		if rev, err := runGit(ctx, git, in, "rev-parse", "HEAD"); err == nil {
-			rev = strings.TrimSpace(rev)
-			return gitDirty(ctx, git, in, rev)
+		// One run gives both: the checkout's top (git status names
+		// files from there, even when dir is a folder inside it) and HEAD.
+		if out, err := runGit(ctx, git, in, "rev-parse", "--show-toplevel", "HEAD"); err == nil {
+			if top, rev, ok := strings.Cut(strings.TrimSpace(out), "\n"); ok {
+				return gitDirty(ctx, git, in, top, rev)
+			}
 		}
 	}
 	sum, err := hashTree(in.Dir, in.Outputs)
@@ -80,7 +83,7 @@ func sourceRevision(ctx context.Context, in KeyInput) (string, error) {
 	return "files " + sum, nil
 }
 
-func gitDirty(ctx context.Context, git string, in KeyInput, rev string) (string, error) {
+func gitDirty(ctx context.Context, git string, in KeyInput, top, rev string) (string, error) {
 	spec := []string{"--", "."}
 	for _, out := range in.Outputs {
 		spec = append(spec, ":(exclude)"+out)
@@ -101,7 +104,7 @@ func gitDirty(ctx context.Context, git string, in KeyInput, rev string) (string,
 	io.WriteString(h, diff)
 	for _, rec := range strings.Split(status, "\x00") {
 		if name, ok := strings.CutPrefix(rec, "?? "); ok {
-			hashFile(h, filepath.Join(in.Dir, name))
+			hashFile(h, filepath.Join(top, name))
 		}
 	}
 	return "git " + rev + " dirty " + hex.EncodeToString(h.Sum(nil))[:16], nil

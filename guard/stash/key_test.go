@@ -87,3 +87,35 @@ func TestKeyOfGitTree(t *testing.T) {
 		t.Errorf("a new commit: %q", k.Source)
 	}
 }
+
+// A recipe's dir may be a folder inside a checkout (a monorepo, a home
+// folder kept in git): git status names the untracked files from the
+// checkout's top, and their contents still decide the key.
+func TestKeyOfGitSubfolderHashesUntracked(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	top := t.TempDir()
+	dir := filepath.Join(top, "sub")
+	os.MkdirAll(dir, 0o755)
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", top, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
+	git("add", ".")
+	git("commit", "-qm", "one")
+	os.WriteFile(filepath.Join(dir, "new.c"), []byte("int n;"), 0o644)
+	first := keyOf(t, dir)
+	if !strings.Contains(first.Source, "dirty") {
+		t.Fatalf("source %q, want a dirty git revision", first.Source)
+	}
+	os.WriteFile(filepath.Join(dir, "new.c"), []byte("int m;"), 0o644)
+	if k := keyOf(t, dir); k.Sum == first.Sum {
+		t.Errorf("an edit of an untracked source below a subfolder of the checkout kept the key (%q)", k.Source)
+	}
+}
