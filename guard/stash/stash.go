@@ -200,17 +200,22 @@ func (s *Store) Save(ctx context.Context, recipe string, key Key, root string, o
 	if err != nil {
 		return Item{}, err
 	}
-	var body bytes.Buffer
-	zw, err := zstd.NewWriter(&body, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
+	// Bounded as a restore bounds it: the files' bytes by maxUnpacked
+	// (from their sizes, before a byte is read: a huge sparse file costs
+	// nothing), the entry by the stash's bound (as it is written).
+	body := &boundedBuffer{limit: s.maxBytes()}
+	zw, err := zstd.NewWriter(body, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
 	if err != nil {
 		return Item{}, err
 	}
+	var total int64
 	for _, f := range files {
 		if !f.IsLink() {
-			if f.Size, f.SHA256, err = copyFile(zw, filepath.Join(root, filepath.FromSlash(f.Path))); err != nil {
+			if f.Size, f.SHA256, err = copyFile(zw, filepath.Join(root, filepath.FromSlash(f.Path)), maxUnpacked-total); err != nil {
 				zw.Close()
 				return Item{}, err
 			}
+			total += f.Size
 		}
 		h.Files = append(h.Files, f)
 	}
@@ -290,19 +295,40 @@ func relBelow(p, root, real string) (string, bool) {
 	return "", false
 }
 
-// copyFile writes the regular file at p to w and returns its size and sha256.
-func copyFile(w io.Writer, p string) (int64, string, error) {
-	f, err := state.OpenRegular(p, true)
+// copyFile writes the regular file at p, at most limit bytes long, to w and
+// returns its size and sha256.
+func copyFile(w io.Writer, p string, limit int64) (int64, string, error) {
+	f, fi, err := state.OpenRegularStat(p, true)
 	if err != nil {
 		return 0, "", err
 	}
 	defer f.Close()
+	if fi.Size() > limit {
+		return 0, "", fmt.Errorf("%s is %d bytes: the entry's files would claim more than %d", p, fi.Size(), int64(maxUnpacked))
+	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), f)
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(f, limit+1))
 	if err != nil {
 		return 0, "", fmt.Errorf("read %s: %w", p, err)
 	}
+	if n > limit {
+		return 0, "", fmt.Errorf("%s grew past %d bytes while it was read", p, limit)
+	}
 	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// boundedBuffer is a bytes.Buffer that refuses to grow past limit: a Save
+// over the stash's bound ends there, holding no more than it in memory.
+type boundedBuffer struct {
+	bytes.Buffer
+	limit int64
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if int64(b.Len()+len(p)) > b.limit {
+		return 0, fmt.Errorf("the entry is over the stash's bound of %d bytes ([stash] max_bytes)", b.limit)
+	}
+	return b.Buffer.Write(p)
 }
 
 // Restore puts the entry of recipe for key in place below root: the local

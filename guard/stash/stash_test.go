@@ -327,3 +327,22 @@ func TestDamagedIndexSweptAtNextSave(t *testing.T) {
 		t.Errorf("index after the save: %v %v", items, err)
 	}
 }
+
+// A file the size of the bound on what an entry's files may claim (a
+// huge sparse file planted as a library) is refused from its size, before
+// a byte of it is read: the save would otherwise compress gigabytes of
+// zeros into an entry every restore refuses.
+func TestSaveRefusesHugeSparseFile(t *testing.T) {
+	root, paths := tree(t)
+	lib := filepath.Join(root, "build", "bin", "libx.so.0.2.0")
+	if err := os.Truncate(lib, maxUnpacked+1); err != nil {
+		t.Skip("no sparse file here:", err)
+	}
+	s := &Store{Dir: filepath.Join(t.TempDir(), "stash")}
+	if _, err := s.Save(context.Background(), "r", testKey, root, []string{"build"}, paths); err == nil || !strings.Contains(err.Error(), "would claim more than") {
+		t.Fatalf("save of a huge sparse library: %v", err)
+	}
+	if items, _ := s.List(); len(items) != 0 {
+		t.Errorf("saved %v", items)
+	}
+}
