@@ -335,6 +335,8 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 // stash's first, else the first source's that has one. It returns
 // ErrNoEntry (wrapped) when none has one, another error when an entry was
 // found and could not be used (it is removed from the local stash).
+// The caller holds the recipe's build lock: a restore removes the
+// temporary files one killed before its end left in the build folder.
 func (s *Store) Restore(ctx context.Context, recipe string, key Key, root string, outputs, sources []string) (Restored, error) {
 	var failed []error
 	items, err := s.List()

@@ -346,3 +346,32 @@ func TestSaveRefusesHugeSparseFile(t *testing.T) {
 		t.Errorf("saved %v", items)
 	}
 }
+
+// A restore killed before its commit (a SIGKILL of guard) leaves its
+// temporary files beside their targets; the next restore, which brings
+// the tool back, removes them, and nothing else.
+func TestRestoreRemovesWhatAKilledRestoreLeft(t *testing.T) {
+	s, root, _ := saved(t)
+	bin := filepath.Join(root, "build", "bin")
+	os.RemoveAll(bin)
+	os.MkdirAll(bin, 0o755)
+	left := []string{".tmp-tool-3k2j1h", ".tmp-libx.so.0.2.0-1a2b3c", ".tmp-libx.so.0-zz"}
+	for _, n := range left {
+		write(t, filepath.Join(bin, n), "half a file", 0o600)
+	}
+	write(t, filepath.Join(bin, ".tmp-notes"), "not a restore's", 0o644)
+	if _, err := s.Restore(context.Background(), "r", testKey, root, []string{"build"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range left {
+		if _, err := os.Lstat(filepath.Join(bin, n)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s, left by a killed restore, is still there: %v", n, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(bin, ".tmp-notes")); err != nil {
+		t.Errorf("a file no restore wrote was removed: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(bin, "tool")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("tool: %v %v", fi, err)
+	}
+}
