@@ -195,6 +195,20 @@ func (s *Store) drop(it Item) {
 // library, are left out) as the entry of recipe for key, and evicts the
 // oldest entries past the bound.
 func (s *Store) Save(ctx context.Context, recipe string, key Key, root string, outputs, paths []string) (Item, error) {
+	it, err := s.save(ctx, recipe, key, root, outputs, paths)
+	if errors.Is(err, errOverBound) {
+		// The bound holds even when no new entry fits in it ([stash]
+		// max_bytes lowered below what is kept): the oldest entries past
+		// it go now, not at a save that may never come.
+		_ = s.update(ctx, func(items []Item) ([]Item, error) { return evict(items, s.maxBytes()), nil })
+	}
+	return it, err
+}
+
+// errOverBound is Save's error for an entry larger than the stash's bound.
+var errOverBound = errors.New("over the stash's bound")
+
+func (s *Store) save(ctx context.Context, recipe string, key Key, root string, outputs, paths []string) (Item, error) {
 	h := &header{Recipe: recipe, Key: key.Sum, Source: key.Source, Compiler: key.Compiler}
 	files, err := collect(root, outputs, paths)
 	if err != nil {
@@ -224,7 +238,7 @@ func (s *Store) Save(ctx context.Context, recipe string, key Key, root string, o
 	}
 	data := append(h.encode(), body.Bytes()...)
 	if int64(len(data)) > s.maxBytes() {
-		return Item{}, fmt.Errorf("the entry is %d bytes, over the stash's bound of %d ([stash] max_bytes)", len(data), s.maxBytes())
+		return Item{}, fmt.Errorf("the entry is %d bytes, %w of %d ([stash] max_bytes)", len(data), errOverBound, s.maxBytes())
 	}
 	sum := sha256.Sum256(data)
 	it := Item{Recipe: recipe, Key: key.Sum, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Created: time.Now()}
@@ -309,7 +323,7 @@ func copyFile(w io.Writer, p string, limit int64) (int64, string, error) {
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(f, limit+1))
 	if err != nil {
-		return 0, "", fmt.Errorf("read %s: %w", p, err)
+		return 0, "", fmt.Errorf("copy %s: %w", p, err)
 	}
 	if n > limit {
 		return 0, "", fmt.Errorf("%s grew past %d bytes while it was read", p, limit)
@@ -326,7 +340,7 @@ type boundedBuffer struct {
 
 func (b *boundedBuffer) Write(p []byte) (int, error) {
 	if int64(b.Len()+len(p)) > b.limit {
-		return 0, fmt.Errorf("the entry is over the stash's bound of %d bytes ([stash] max_bytes)", b.limit)
+		return 0, fmt.Errorf("the entry is %w of %d bytes ([stash] max_bytes)", errOverBound, b.limit)
 	}
 	return b.Buffer.Write(p)
 }

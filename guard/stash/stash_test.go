@@ -375,3 +375,21 @@ func TestRestoreRemovesWhatAKilledRestoreLeft(t *testing.T) {
 		t.Errorf("tool: %v %v", fi, err)
 	}
 }
+
+// A bound lowered below what the stash keeps holds at the next save, even
+// when that save's entry is itself too large to keep.
+func TestLoweredBoundEvictsAtNextSave(t *testing.T) {
+	s, root, it := saved(t)
+	s.MaxBytes = it.Size / 2
+	k := testKey
+	k.Sum = strings.Repeat("12", 32)
+	if _, err := s.Save(context.Background(), "r", k, root, []string{"build"}, []string{filepath.Join(root, "build/bin/tool"), filepath.Join(root, "build/bin/libx.so.0")}); err == nil || !strings.Contains(err.Error(), "max_bytes") {
+		t.Fatalf("save over the lowered bound: %v", err)
+	}
+	if items, _ := s.List(); len(items) != 0 {
+		t.Errorf("kept %v past the bound of %d bytes", items, s.MaxBytes)
+	}
+	if names, _ := filepath.Glob(filepath.Join(s.Dir, "*.gst")); len(names) != 0 {
+		t.Errorf("entry files left past the bound: %v", names)
+	}
+}
