@@ -48,18 +48,23 @@ func TestKeyFollowsSourcesNotOutputs(t *testing.T) {
 	}
 }
 
-func TestKeyOfGitTree(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
-	}
-	dir := t.TempDir()
-	git := func(args ...string) {
+// gitIn runs git in dir, as a test's committer.
+func gitIn(t *testing.T, dir string) func(args ...string) {
+	return func(args ...string) {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
+}
+
+func TestKeyOfGitTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	git := gitIn(t, dir)
 	git("init", "-q")
 	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
 	git("add", ".")
@@ -98,13 +103,7 @@ func TestKeyOfGitSubfolderHashesUntracked(t *testing.T) {
 	top := t.TempDir()
 	dir := filepath.Join(top, "sub")
 	os.MkdirAll(dir, 0o755)
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-C", top, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	git := gitIn(t, top)
 	git("init", "-q")
 	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
 	git("add", ".")
