@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/guardtest"
+	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -423,5 +424,57 @@ func TestABuildStoppedByItsCallerDoesNotBlameTheHealTimeout(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "heal timeout") || !strings.Contains(err.Error(), "was stopped when its caller's time ran out") {
 		t.Fatalf("message: %v", err)
+	}
+}
+
+// A machine without the sources (a fresh one of a fleet, a sandbox that
+// evicted the whole dir) clones them, and then restores the entry of
+// their revision instead of building: the key needs the sources, so it
+// could only be computed after the clone.
+func TestBuildRestoresAfterClone(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is not installed; this test needs it: apt-get install -y git")
+	}
+	repo := filepath.Join(t.TempDir(), "repo")
+	guardtest.WriteFile(t, filepath.Join(repo, "tool.c"), "int main(void) { return 0; }\n", 0o644)
+	b, stderr, _ := newBuilder(t, "")
+	b.Stash = &stash.Store{Dir: filepath.Join(b.StateDir, "stash")}
+	for _, argv := range [][]string{
+		{"git", "init", "-q"},
+		{"git", "add", "."},
+		{"git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "fixture"},
+		{"git", "clone", "-q", repo, filepath.Join(filepath.Dir(repo), "built")},
+	} {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir, cmd.Env = repo, b.Env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+	}
+	// Another machine built this revision and stashed it.
+	built := filepath.Join(filepath.Dir(repo), "built")
+	tool := "#!/bin/sh\necho stashed\n"
+	guardtest.WriteFile(t, filepath.Join(built, "build", "tool"), tool, 0o755)
+	steps := [][]string{{"false"}} // a build would fail: only a restore heals
+	other := &manifest.Build{Name: "tool", Dir: built, Outputs: []string{"build"}, Steps: steps}
+	key, err := b.StashKey(context.Background(), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Stash.Save(context.Background(), "tool", key, built, other.Outputs, []string{filepath.Join(built, "build", "tool")}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := filepath.Join(t.TempDir(), "src", "tool")
+	rec := &manifest.Build{Name: "tool", Dir: dir, Repo: "file://" + repo, Outputs: []string{"build"}, Steps: steps}
+	target := filepath.Join(dir, "build", "tool")
+	if err := b.Build(context.Background(), "tool", rec, target); err != nil {
+		t.Fatalf("build after the clone: %v\n%s", err, stderr.String())
+	}
+	if data, err := os.ReadFile(target); err != nil || string(data) != tool {
+		t.Errorf("target %q %v, want the stashed tool", data, err)
+	}
+	if !strings.Contains(stderr.String(), "restored tool from stash") {
+		t.Errorf("stderr does not say the restore:\n%s", stderr.String())
 	}
 }

@@ -71,7 +71,8 @@ func (b *Builder) LogPath(name string) string {
 // installs missing commands the recipe needs, clones the sources when their
 // folder is gone and the recipe names a repo, then runs each step in rec.Dir.
 // A stashed build matching the recipe's key is restored instead of running
-// the steps (stash.go), and a good build is stashed.
+// the steps (stash.go; after the clone when the sources were missing), and
+// a good build is stashed.
 // It succeeds only when target then passes CheckBinary; otherwise the error
 // is a *BuildError naming the step, its status and the log. An empty target
 // means "run the recipe": the steps' status alone decides.
@@ -121,6 +122,9 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 	}
 	start := time.Now()
 	err = b.rebuild(ctx, tool, name, rec, target, reason, limit, held.File())
+	if errors.Is(err, errRestoredAfterClone) {
+		return nil
+	}
 	result := "ok"
 	level := "info"
 	if err != nil {
@@ -138,6 +142,10 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 	}
 	return err
 }
+
+// errRestoredAfterClone is rebuild's word that the clone it made matched a
+// stash entry, which was restored: the target is healthy and no step ran.
+var errRestoredAfterClone = errors.New("restored from the stash after the clone")
 
 // rebuild runs the recipe under the build lock, whose file it hands to
 // every step (see run), and keeps the interrupted-build marker around the
@@ -189,6 +197,14 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 			rep.Stop("")
 			fmt.Fprintf(logf, "== guard: %v\n", err)
 			return fmt.Errorf("build %s: %w", name, err)
+		}
+		// The sources are here now, so they have a key: an entry for
+		// their revision (a fleet's, through stash_from) brings the build
+		// back without running a step.
+		if _, ok := b.restore(ctx, tool, name, rec, target); ok {
+			rep.Stop("")
+			fmt.Fprintf(logf, "== guard: restored %s from the stash after the clone; no step run\n", name)
+			return errRestoredAfterClone
 		}
 	}
 

@@ -35,7 +35,7 @@ func (b *Builder) restore(ctx context.Context, tool, name string, rec *manifest.
 		return stash.Key{}, false
 	}
 	if _, err := os.Stat(rec.Dir); err != nil {
-		return stash.Key{}, false // no sources to key by: the build clones them
+		return stash.Key{}, false // no sources to key by: the build clones them, then restores (rebuild)
 	}
 	start := time.Now()
 	key, err := b.StashKey(ctx, rec)

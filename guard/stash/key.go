@@ -68,9 +68,12 @@ func MakeKey(ctx context.Context, in KeyInput) (Key, error) {
 // of the source files' names, sizes and contents.
 func sourceRevision(ctx context.Context, in KeyInput) (string, error) {
 	if git, ok := resolve.LookPath("git", envValue(in.Env, "PATH")); ok {
-		if rev, err := runGit(ctx, git, in, "rev-parse", "HEAD"); err == nil {
-			rev = strings.TrimSpace(rev)
-			return gitDirty(ctx, git, in, rev)
+		// One run gives both: the checkout's top (git status names
+		// files from there, even when dir is a folder inside it) and HEAD.
+		if out, err := runGit(ctx, git, in, "rev-parse", "--show-toplevel", "HEAD"); err == nil {
+			if top, rev, ok := strings.Cut(strings.TrimSpace(out), "\n"); ok {
+				return gitDirty(ctx, git, in, top, rev)
+			}
 		}
 	}
 	sum, err := hashTree(in.Dir, in.Outputs)
@@ -80,7 +83,7 @@ func sourceRevision(ctx context.Context, in KeyInput) (string, error) {
 	return "files " + sum, nil
 }
 
-func gitDirty(ctx context.Context, git string, in KeyInput, rev string) (string, error) {
+func gitDirty(ctx context.Context, git string, in KeyInput, top, rev string) (string, error) {
 	spec := []string{"--", "."}
 	for _, out := range in.Outputs {
 		spec = append(spec, ":(exclude)"+out)
@@ -101,7 +104,7 @@ func gitDirty(ctx context.Context, git string, in KeyInput, rev string) (string,
 	io.WriteString(h, diff)
 	for _, rec := range strings.Split(status, "\x00") {
 		if name, ok := strings.CutPrefix(rec, "?? "); ok {
-			hashFile(h, filepath.Join(in.Dir, name))
+			hashFile(h, filepath.Join(top, name))
 		}
 	}
 	return "git " + rev + " dirty " + hex.EncodeToString(h.Sum(nil))[:16], nil
@@ -178,30 +181,45 @@ func hashFile(h io.Writer, p string) {
 	fmt.Fprintf(h, "%x", fh.Sum(nil))
 }
 
-// compilers are the C and C++ compilers a build uses: CMake's cache's
-// CMAKE_C_COMPILER and CMAKE_CXX_COMPILER in an output folder when it is
-// there, else cc and c++ on PATH.
+// compilers are the C and C++ compilers a build uses, named from what is
+// there before it runs, as CMake chooses them: a -DCMAKE_C_COMPILER= (and
+// CXX) in the steps, else CC and CXX in the steps' environment, else cc
+// and c++ on PATH. Never from the build folder (CMake's cache): a heal
+// computes the key with build/ evicted, and must find the entry the build
+// was stashed under.
 func compilers(in KeyInput) (cc, cxx string) {
-	for _, out := range in.Outputs {
-		data, err := state.ReadRegular(filepath.Join(in.Dir, out, "CMakeCache.txt"), 16<<20, false)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			name, value, ok := strings.Cut(line, "=")
-			if !ok {
-				continue
+	for _, step := range in.Steps {
+		for _, arg := range step {
+			if v, ok := cmakeDefine(arg, "CMAKE_C_COMPILER"); ok && cc == "" {
+				cc = v
 			}
-			name, _, _ = strings.Cut(name, ":")
-			switch {
-			case name == "CMAKE_C_COMPILER" && cc == "":
-				cc = strings.TrimSpace(value)
-			case name == "CMAKE_CXX_COMPILER" && cxx == "":
-				cxx = strings.TrimSpace(value)
+			if v, ok := cmakeDefine(arg, "CMAKE_CXX_COMPILER"); ok && cxx == "" {
+				cxx = v
 			}
 		}
 	}
-	return cmp.Or(cc, "cc"), cmp.Or(cxx, "c++")
+	first := func(v string) string { // CC="gcc -m32" is gcc
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			return ""
+		}
+		return f[0]
+	}
+	return cmp.Or(cc, first(envValue(in.Env, "CC")), "cc"), cmp.Or(cxx, first(envValue(in.Env, "CXX")), "c++")
+}
+
+// cmakeDefine reads -DNAME=VALUE or -DNAME:TYPE=VALUE.
+func cmakeDefine(arg, name string) (string, bool) {
+	rest, ok := strings.CutPrefix(arg, "-D"+name)
+	if !ok {
+		return "", false
+	}
+	if typed, ok := strings.CutPrefix(rest, ":"); ok {
+		_, rest, _ = strings.Cut(typed, "=")
+		return rest, rest != ""
+	}
+	rest, ok = strings.CutPrefix(rest, "=")
+	return rest, ok && rest != ""
 }
 
 // compilerVersion is the --version output of compiler, run by its real

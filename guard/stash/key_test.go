@@ -48,18 +48,23 @@ func TestKeyFollowsSourcesNotOutputs(t *testing.T) {
 	}
 }
 
-func TestKeyOfGitTree(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
-	}
-	dir := t.TempDir()
-	git := func(args ...string) {
+// gitIn runs git in dir, as a test's committer.
+func gitIn(t *testing.T, dir string) func(args ...string) {
+	return func(args ...string) {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
+}
+
+func TestKeyOfGitTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	git := gitIn(t, dir)
 	git("init", "-q")
 	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
 	git("add", ".")
@@ -85,5 +90,78 @@ func TestKeyOfGitTree(t *testing.T) {
 	git("commit", "-qam", "two")
 	if k := keyOf(t, dir); k.Sum == clean.Sum || strings.Contains(k.Source, "dirty") {
 		t.Errorf("a new commit: %q", k.Source)
+	}
+}
+
+// A recipe's dir may be a folder inside a checkout (a monorepo, a home
+// folder kept in git): git status names the untracked files from the
+// checkout's top, and their contents still decide the key.
+func TestKeyOfGitSubfolderHashesUntracked(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	top := t.TempDir()
+	dir := filepath.Join(top, "sub")
+	os.MkdirAll(dir, 0o755)
+	git := gitIn(t, top)
+	git("init", "-q")
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
+	git("add", ".")
+	git("commit", "-qm", "one")
+	os.WriteFile(filepath.Join(dir, "new.c"), []byte("int n;"), 0o644)
+	first := keyOf(t, dir)
+	if !strings.Contains(first.Source, "dirty") {
+		t.Fatalf("source %q, want a dirty git revision", first.Source)
+	}
+	os.WriteFile(filepath.Join(dir, "new.c"), []byte("int m;"), 0o644)
+	if k := keyOf(t, dir); k.Sum == first.Sum {
+		t.Errorf("an edit of an untracked source below a subfolder of the checkout kept the key (%q)", k.Source)
+	}
+}
+
+// The compilers are found from what is there before the build runs (the
+// steps' -DCMAKE_C_COMPILER=, then CC and CXX, then cc and c++ on PATH),
+// so the key a heal computes with build/ evicted is the one the build was
+// stashed under, when CMake's cache was there: a recipe built with clang
+// (CC=clang, or in its steps) was stashed under clang's version and looked
+// up under cc's, and never restored after an eviction.
+func TestKeyNamesTheCompilersBeforeAndAfterTheBuild(t *testing.T) {
+	bin := t.TempDir()
+	for name, version := range map[string]string{"cc": "gcc 12", "c++": "g++ 12", "clang": "clang 17", "clang++": "clang++ 17"} {
+		write := "#!/bin/sh\necho '" + version + "'\n"
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(write), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		steps [][]string
+		env   []string
+	}{
+		{"CC and CXX", [][]string{{"cmake", "-B", "build"}}, []string{"CC=clang", "CXX=clang++"}},
+		{"the steps", [][]string{{"cmake", "-B", "build", "-DCMAKE_C_COMPILER=clang", "-DCMAKE_CXX_COMPILER:FILEPATH=" + filepath.Join(bin, "clang++")}}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
+			in := KeyInput{Steps: c.steps, Dir: dir, Outputs: []string{"build"}, Env: append([]string{"PATH=" + bin}, c.env...)}
+			evicted, err := MakeKey(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if evicted.Compiler != "clang 17" {
+				t.Errorf("compiler %q before the build, want clang 17", evicted.Compiler)
+			}
+			os.MkdirAll(filepath.Join(dir, "build"), 0o755)
+			cache := "CMAKE_C_COMPILER:FILEPATH=" + filepath.Join(bin, "clang") + "\nCMAKE_CXX_COMPILER:FILEPATH=" + filepath.Join(bin, "clang++") + "\n"
+			os.WriteFile(filepath.Join(dir, "build", "CMakeCache.txt"), []byte(cache), 0o644)
+			built, err := MakeKey(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if built.Sum != evicted.Sum {
+				t.Errorf("the key after the build (compiler %q) is not the one with build/ evicted (%q)", built.Compiler, evicted.Compiler)
+			}
+		})
 	}
 }

@@ -26,6 +26,7 @@ import (
 type placer struct {
 	root   string
 	dirs   map[string]int // folder below root -> open descriptor
+	swept  map[int][]string
 	staged []staged
 }
 
@@ -34,7 +35,9 @@ type staged struct {
 	tmp, name string
 }
 
-func newPlacer(root string) *placer { return &placer{root: root, dirs: map[string]int{}} }
+func newPlacer(root string) *placer {
+	return &placer{root: root, dirs: map[string]int{}, swept: map[int][]string{}}
+}
 
 // dir opens (creating it when absent) the folder rel below root.
 func (p *placer) dir(rel string) (int, error) {
@@ -77,7 +80,9 @@ func (p *placer) stage(f File, r io.Reader) error {
 		return err
 	}
 	name := path.Base(f.Path)
-	tmp := state.TempPrefix + name[:min(len(name), 64)] + "-" + strconv.FormatUint(rand.Uint64(), 36)
+	prefix := state.TempPrefix + name[:min(len(name), 64)] + "-"
+	p.sweep(dfd, prefix)
+	tmp := prefix + strconv.FormatUint(rand.Uint64(), 36)
 	if f.IsLink() {
 		if err := unix.Symlinkat(f.Link, dfd, tmp); err != nil {
 			return fmt.Errorf("make the link %s: %w", f.Path, err)
@@ -109,6 +114,27 @@ func (p *placer) stage(f File, r io.Reader) error {
 		return fmt.Errorf("unpack %s: %w", f.Path, err)
 	}
 	return nil
+}
+
+// sweep removes from the folder dfd the temporary files named as stage
+// names those of a file (prefix): what a restore killed before its commit
+// left there. The caller holds the recipe's build lock, so no other
+// restore is writing them. The folder is listed once.
+func (p *placer) sweep(dfd int, prefix string) {
+	names, ok := p.swept[dfd]
+	if !ok {
+		if dup, err := unix.Dup(dfd); err == nil {
+			d := os.NewFile(uintptr(dup), p.root)
+			names, _ = d.Readdirnames(-1)
+			d.Close()
+		}
+		p.swept[dfd] = names
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			_ = unix.Unlinkat(dfd, n, 0)
+		}
+	}
 }
 
 // errDamaged marks a failure of the entry itself (its stream or a file's

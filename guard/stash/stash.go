@@ -195,22 +195,41 @@ func (s *Store) drop(it Item) {
 // library, are left out) as the entry of recipe for key, and evicts the
 // oldest entries past the bound.
 func (s *Store) Save(ctx context.Context, recipe string, key Key, root string, outputs, paths []string) (Item, error) {
+	it, err := s.save(ctx, recipe, key, root, outputs, paths)
+	if errors.Is(err, errOverBound) {
+		// The bound holds even when no new entry fits in it ([stash]
+		// max_bytes lowered below what is kept): the oldest entries past
+		// it go now, not at a save that may never come.
+		_ = s.update(ctx, func(items []Item) ([]Item, error) { return evict(items, s.maxBytes()), nil })
+	}
+	return it, err
+}
+
+// errOverBound is Save's error for an entry larger than the stash's bound.
+var errOverBound = errors.New("over the stash's bound")
+
+func (s *Store) save(ctx context.Context, recipe string, key Key, root string, outputs, paths []string) (Item, error) {
 	h := &header{Recipe: recipe, Key: key.Sum, Source: key.Source, Compiler: key.Compiler}
 	files, err := collect(root, outputs, paths)
 	if err != nil {
 		return Item{}, err
 	}
-	var body bytes.Buffer
-	zw, err := zstd.NewWriter(&body, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
+	// Bounded as a restore bounds it: the files' bytes by maxUnpacked
+	// (from their sizes, before a byte is read: a huge sparse file costs
+	// nothing), the entry by the stash's bound (as it is written).
+	body := &boundedBuffer{limit: s.maxBytes()}
+	zw, err := zstd.NewWriter(body, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
 	if err != nil {
 		return Item{}, err
 	}
+	var total int64
 	for _, f := range files {
 		if !f.IsLink() {
-			if f.Size, f.SHA256, err = copyFile(zw, filepath.Join(root, filepath.FromSlash(f.Path))); err != nil {
+			if f.Size, f.SHA256, err = copyFile(zw, filepath.Join(root, filepath.FromSlash(f.Path)), maxUnpacked-total); err != nil {
 				zw.Close()
 				return Item{}, err
 			}
+			total += f.Size
 		}
 		h.Files = append(h.Files, f)
 	}
@@ -219,7 +238,7 @@ func (s *Store) Save(ctx context.Context, recipe string, key Key, root string, o
 	}
 	data := append(h.encode(), body.Bytes()...)
 	if int64(len(data)) > s.maxBytes() {
-		return Item{}, fmt.Errorf("the entry is %d bytes, over the stash's bound of %d ([stash] max_bytes)", len(data), s.maxBytes())
+		return Item{}, fmt.Errorf("the entry is %d bytes, %w of %d ([stash] max_bytes)", len(data), errOverBound, s.maxBytes())
 	}
 	sum := sha256.Sum256(data)
 	it := Item{Recipe: recipe, Key: key.Sum, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Created: time.Now()}
@@ -290,25 +309,48 @@ func relBelow(p, root, real string) (string, bool) {
 	return "", false
 }
 
-// copyFile writes the regular file at p to w and returns its size and sha256.
-func copyFile(w io.Writer, p string) (int64, string, error) {
-	f, err := state.OpenRegular(p, true)
+// copyFile writes the regular file at p, at most limit bytes long, to w and
+// returns its size and sha256.
+func copyFile(w io.Writer, p string, limit int64) (int64, string, error) {
+	f, fi, err := state.OpenRegularStat(p, true)
 	if err != nil {
 		return 0, "", err
 	}
 	defer f.Close()
+	if fi.Size() > limit {
+		return 0, "", fmt.Errorf("%s is %d bytes: the entry's files would claim more than %d", p, fi.Size(), int64(maxUnpacked))
+	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), f)
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(f, limit+1))
 	if err != nil {
-		return 0, "", fmt.Errorf("read %s: %w", p, err)
+		return 0, "", fmt.Errorf("copy %s: %w", p, err)
+	}
+	if n > limit {
+		return 0, "", fmt.Errorf("%s grew past %d bytes while it was read", p, limit)
 	}
 	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// boundedBuffer is a bytes.Buffer that refuses to grow past limit: a Save
+// over the stash's bound ends there, holding no more than it in memory.
+type boundedBuffer struct {
+	bytes.Buffer
+	limit int64
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if int64(b.Len()+len(p)) > b.limit {
+		return 0, fmt.Errorf("the entry is %w of %d bytes ([stash] max_bytes)", errOverBound, b.limit)
+	}
+	return b.Buffer.Write(p)
 }
 
 // Restore puts the entry of recipe for key in place below root: the local
 // stash's first, else the first source's that has one. It returns
 // ErrNoEntry (wrapped) when none has one, another error when an entry was
 // found and could not be used (it is removed from the local stash).
+// The caller holds the recipe's build lock: a restore removes the
+// temporary files one killed before its end left in the build folder.
 func (s *Store) Restore(ctx context.Context, recipe string, key Key, root string, outputs, sources []string) (Restored, error) {
 	var failed []error
 	items, err := s.List()

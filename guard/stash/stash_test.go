@@ -327,3 +327,69 @@ func TestDamagedIndexSweptAtNextSave(t *testing.T) {
 		t.Errorf("index after the save: %v %v", items, err)
 	}
 }
+
+// A file the size of the bound on what an entry's files may claim (a
+// huge sparse file planted as a library) is refused from its size, before
+// a byte of it is read: the save would otherwise compress gigabytes of
+// zeros into an entry every restore refuses.
+func TestSaveRefusesHugeSparseFile(t *testing.T) {
+	root, paths := tree(t)
+	lib := filepath.Join(root, "build", "bin", "libx.so.0.2.0")
+	if err := os.Truncate(lib, maxUnpacked+1); err != nil {
+		t.Skip("no sparse file here:", err)
+	}
+	s := &Store{Dir: filepath.Join(t.TempDir(), "stash")}
+	if _, err := s.Save(context.Background(), "r", testKey, root, []string{"build"}, paths); err == nil || !strings.Contains(err.Error(), "would claim more than") {
+		t.Fatalf("save of a huge sparse library: %v", err)
+	}
+	if items, _ := s.List(); len(items) != 0 {
+		t.Errorf("saved %v", items)
+	}
+}
+
+// A restore killed before its commit (a SIGKILL of guard) leaves its
+// temporary files beside their targets; the next restore, which brings
+// the tool back, removes them, and nothing else.
+func TestRestoreRemovesWhatAKilledRestoreLeft(t *testing.T) {
+	s, root, _ := saved(t)
+	bin := filepath.Join(root, "build", "bin")
+	os.RemoveAll(bin)
+	os.MkdirAll(bin, 0o755)
+	left := []string{".tmp-tool-3k2j1h", ".tmp-libx.so.0.2.0-1a2b3c", ".tmp-libx.so.0-zz"}
+	for _, n := range left {
+		write(t, filepath.Join(bin, n), "half a file", 0o600)
+	}
+	write(t, filepath.Join(bin, ".tmp-notes"), "not a restore's", 0o644)
+	if _, err := s.Restore(context.Background(), "r", testKey, root, []string{"build"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range left {
+		if _, err := os.Lstat(filepath.Join(bin, n)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s, left by a killed restore, is still there: %v", n, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(bin, ".tmp-notes")); err != nil {
+		t.Errorf("a file no restore wrote was removed: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(bin, "tool")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("tool: %v %v", fi, err)
+	}
+}
+
+// A bound lowered below what the stash keeps holds at the next save, even
+// when that save's entry is itself too large to keep.
+func TestLoweredBoundEvictsAtNextSave(t *testing.T) {
+	s, root, it := saved(t)
+	s.MaxBytes = it.Size / 2
+	k := testKey
+	k.Sum = strings.Repeat("12", 32)
+	if _, err := s.Save(context.Background(), "r", k, root, []string{"build"}, []string{filepath.Join(root, "build/bin/tool"), filepath.Join(root, "build/bin/libx.so.0")}); err == nil || !strings.Contains(err.Error(), "max_bytes") {
+		t.Fatalf("save over the lowered bound: %v", err)
+	}
+	if items, _ := s.List(); len(items) != 0 {
+		t.Errorf("kept %v past the bound of %d bytes", items, s.MaxBytes)
+	}
+	if names, _ := filepath.Glob(filepath.Join(s.Dir, "*.gst")); len(names) != 0 {
+		t.Errorf("entry files left past the bound: %v", names)
+	}
+}
