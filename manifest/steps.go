@@ -90,11 +90,23 @@ func placeholderError(arg string, targets []string, recipe string) string {
 			return ""
 		}
 		word := rest[i+1 : i+j]
-		// ${VAR} is the shell's or CMake's, {a,b} a shell's brace list.
-		if (i == 0 || rest[i-1] != '$') && word != "" && strings.Trim(word, "abcdefghijklmnopqrstuvwxyz_") == "" &&
-			"{"+word+"}" != TargetsPlaceholder && "{"+word+"}" != JobsPlaceholder {
+		// Only a near miss of a placeholder is a mistake: ${VAR} is the
+		// shell's or CMake's, {a,b} a shell's brace list, and awk's or
+		// sed's {print} and {p} are the program's own text.
+		if (i == 0 || rest[i-1] != '$') && nearMiss(word, "targets", "jobs") {
 			return "unknown placeholder {" + word + "}: a step knows {targets} and {jobs}"
 		}
 		rest = rest[i+j+1:]
 	}
+}
+
+// nearMiss reports whether word is within two edits of one of names
+// without being it: {target} and {job} are typos, {print} is not.
+func nearMiss(word string, names ...string) bool {
+	for _, n := range names {
+		if word != n && editDistance(word, n) <= 2 {
+			return true
+		}
+	}
+	return false
 }

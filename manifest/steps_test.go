@@ -20,7 +20,7 @@ func TestExpandedSteps(t *testing.T) {
 dir = "/src"
 steps = [
   ["cmake", "--build", "build", "--target", "{targets}", "-j{jobs}"],
-  ["sh", "-c", "echo ${HOME} {a,b} {}", "--jobs={jobs}/{jobs}"],
+  ["sh", "-c", "echo ${HOME} {a,b} {} | awk '{print}' | sed '/x/{p}'", "--jobs={jobs}/{jobs}"],
 ]
 [builds.listed]
 dir = "/src"
@@ -50,7 +50,7 @@ package = "npm"
 	}{
 		{"b", [][]string{
 			{"cmake", "--build", "build", "--target", "llama-completion", "llama-simple", "-j" + jobs},
-			{"sh", "-c", "echo ${HOME} {a,b} {}", "--jobs=" + jobs + "/" + jobs},
+			{"sh", "-c", "echo ${HOME} {a,b} {} | awk '{print}' | sed '/x/{p}'", "--jobs=" + jobs + "/" + jobs},
 		}},
 		{"listed", [][]string{{"make", "lib", "app"}}},
 	} {

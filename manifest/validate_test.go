@@ -182,6 +182,8 @@ func TestParseErrors(t *testing.T) {
 			`builds.b.steps[0][1]: {targets} names no target: list them in targets, or give a tool with build = "b" a path`},
 		{"unknown placeholder", "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\", \"-j{job}\"]]\n", 3,
 			"builds.b.steps[0][1]: unknown placeholder {job}: a step knows {targets} and {jobs}"},
+		{"mistyped {targets}", "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\", \"{target}\"]]\n", 3,
+			"builds.b.steps[0][1]: unknown placeholder {target}: a step knows {targets} and {jobs}"},
 		{"a target that is a flag", "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\ntargets = [\"a\", \"-k\"]\n", 4,
 			`builds.b.targets[1]: "-k" is not a target name`},
 		{"build needs empty", "[builds.b]\ndir = \"/b\"\nneeds = [\"\"]\nsteps = [[\"make\"]]\n", 3, "builds.b.needs[0]: empty command name"},
