@@ -179,6 +179,29 @@ func TestInstallFromAnArchive(t *testing.T) {
 	}
 }
 
+// TestRestoreFromAnArchiveInAFolderWithASpace: an archive installed offline
+// from a folder whose name holds a space is fetched again, whole, when
+// guard's copy is evicted (restore.sh used to split its URL at the space).
+func TestRestoreFromAnArchiveInAFolderWithASpace(t *testing.T) {
+	dist := filepath.Join(t.TempDir(), "release files")
+	if err := os.Rename(makeDist(t), dist); err != nil {
+		t.Fatal(err)
+	}
+	s := newSandbox(t)
+	if code, out := s.install("--archive", filepath.Join(dist, ArchiveName(testVersion, runtime.GOARCH))); code != 0 {
+		t.Fatalf("install.sh --archive exited %d:\n%s", code, out)
+	}
+	if err := os.Remove(filepath.Join(s.shims, "guard")); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr := s.login("true"); !strings.HasPrefix(stderr, "guard: restored "+s.shims+"/guard (fetched from file://"+dist+"/") {
+		t.Errorf("the login shell did not restore guard from the archive; its stderr:\n%s", stderr)
+	}
+	if _, err := os.Stat(filepath.Join(s.shims, "guard")); err != nil {
+		t.Errorf("guard is still gone: %v", err)
+	}
+}
+
 // TestInstallRefuses: a tampered archive, a machine no release is built
 // for, and no network each stop install.sh with a clear line and exit 1
 // before anything is unpacked, run or written.

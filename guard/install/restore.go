@@ -61,7 +61,7 @@ func restoreFailed(stateDir string) string {
 // off; what the rebuild or the fetch printed is in the restore log the
 // line names.
 func restoreScript(shimDir, stateDir string, r Restore) string {
-	urls := strings.Join(r.URLs, " ")
+	urls := strings.Join(r.URLs, "\n") // one a line: a file:// URL may hold a space
 	return strings.NewReplacer(
 		"@SHIM@", shellQuote(shimDir),
 		"@LOCKS@", shellQuote(filepath.Join(stateDir, "locks")),
@@ -112,6 +112,8 @@ if ! ok && [ -n "$src" ] && [ -f "$src/install.sh" ]; then
 fi
 if ! ok && [ -n "$sha" ]; then
 	tmp=$shim/guard.restore-$$ # named guard…: it runs as the command, not as a shim
+	IFS='
+' # the urls are one a line
 	for u in $urls; do
 		echo "guard: $g is missing or broken; fetching it from $u" >&2
 		rm -f "$tmp"
@@ -121,8 +123,8 @@ if ! ok && [ -n "$sha" ]; then
 		   elif command -v wget >/dev/null 2>&1; then wget -q -T 30 -O "$tmp" "$u"
 		   else echo "guard: neither curl nor wget is here to fetch $u" >&2; false; fi ;;
 		esac || continue
-		set -- $(sha256sum "$tmp" 2>/dev/null)
-		if [ "${1-}" != "$sha" ]; then echo "guard: $u served a file whose sha256 is ${1-unknown}, not $sha; not used" >&2; continue; fi
+		got=$(sha256sum <"$tmp" 2>/dev/null) && got=${got%% *} || got=unknown
+		if [ "$got" != "$sha" ]; then echo "guard: $u served a file whose sha256 is $got, not $sha; not used" >&2; continue; fi
 		run=$tmp
 		case $u in # a release archive: guard is in it
 		*.tar.gz) run=$tmp.d/guard; rm -rf "$tmp.d"; mkdir "$tmp.d" && tar -xzf "$tmp" -C "$tmp.d" guard ;;
