@@ -87,8 +87,9 @@ func (b blockSpec) body() string {
 	if b.links != "" {
 		// A link evicted since guard's last full check (the folder is
 		// newer than its stamp): guard mends the folder, silent when it
-		// can.
-		fmt.Fprintf(&s, "\n\tif [ %s -nt %s ]; then %s mend </dev/null >/dev/null; fi\n", b.shimDir, b.links, b.guard)
+		// can. Its status is not the shell's: a start-up file sourced
+		// under set -e must not end the shell when mend cannot work.
+		fmt.Fprintf(&s, "\n\tif [ %s -nt %s ]; then %s mend </dev/null >/dev/null || :; fi\n", b.shimDir, b.links, b.guard)
 	} else {
 		s.WriteString(" :\n")
 	}
