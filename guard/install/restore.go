@@ -80,7 +80,9 @@ const restoreTemplate = hookHeader + ` restore guard's copy in the shim folder a
 # Written by guard install (run it again after changing [self]); the PATH block
 # sources it only when the copy is missing or broken. By hand: sh THIS_FILE
 (
-set -f
+# Not the sourcing shell's set -e or -u: a step that fails (a state folder
+# that cannot be written) must not end that shell before the one line.
+set -f +eu
 shim=@SHIM@ locks=@LOCKS@ src=@SRC@ go=@GO@ sha=@SHA@ urls=@URLS@ hint=@HINT@
 g=$shim/guard stamp=$shim/@STAMP@
 # The copy runs: a copy cut off elsewhere than at 0 bytes crashes here.
