@@ -142,7 +142,7 @@ trap 'rm -f "$log"' EXIT
 # is kept for when it fails.
 build() {
   CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -ldflags "-s -w -X main.version=$version" "$@" -o "$out/guard" ./cmd/guard >"$log" 2>&1 &
-  local pid=$! n=0
+  pid=$! n=0
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     n=$((n + 1))
@@ -155,7 +155,7 @@ failed() {
   echo "install.sh: go build failed (its output is above); fix that and run ./install.sh again" >&2
   exit 1
 }
-start=$SECONDS
+start=$(date +%s) # not $SECONDS: POSIX sh has none
 if ! build; then
   # A checkout git will not read (owned by another user, no .git) must not
   # stop the install: build again without the VCS stamp. Any other error is
@@ -164,6 +164,6 @@ if ! build; then
   echo "install.sh: git cannot read this checkout; building without the VCS stamp" >&2
   build -buildvcs=false || failed
 fi
-echo "install.sh: built $out/guard in $((SECONDS - start))s"
+echo "install.sh: built $out/guard in $(($(date +%s) - start))s"
 
 "$out/guard" install --source "$PWD" "$@"
