@@ -53,12 +53,14 @@ fail() {
   exit 1
 }
 
-# fetch URL FILE: file:// is a copy; else curl, or wget.
+# fetch URL FILE: file:// is a copy; else curl, or wget. Either gives up on a
+# server that stalls: under 1 KB/s for 30 s (curl), 30 s without a byte
+# (wget), each with two tries more.
 fetch() {
   case $1 in
   file://*) p=${1#file://} && p=${p#localhost} && cp "$p" "$2" ;;
-  *) if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 20 --retry 2 -o "$2" "$1" </dev/null
-     elif command -v wget >/dev/null 2>&1; then wget -q -T 30 -O "$2" "$1" </dev/null
+  *) if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 20 --speed-limit 1024 --speed-time 30 --retry 2 -o "$2" "$1" </dev/null
+     elif command -v wget >/dev/null 2>&1; then wget -q -T 30 -t 3 -O "$2" "$1" </dev/null
      else fail "neither curl nor wget is here to download $1; install one, or download the archive and checksums.txt elsewhere and run install.sh --archive FILE"; fi ;;
   esac
 }

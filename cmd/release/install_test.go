@@ -278,3 +278,33 @@ func readMarker(t *testing.T, s *sandbox) string {
 	}
 	return string(b)
 }
+
+// TestInstallerDownloadsGiveUp: every download install.sh makes gives up on
+// a server that accepts and then stalls (curl's low-speed limit; wget's read
+// timeout with a bounded number of tries), where it used to wait forever.
+func TestInstallerDownloadsGiveUp(t *testing.T) {
+	script, err := os.ReadFile(filepath.Join(repoRoot(t), "install.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, line := range strings.Split(string(script), "\n") {
+		for _, tool := range []struct{ cmd, flags string }{
+			{"then curl -", "--connect-timeout --speed-limit --speed-time"},
+			{"then wget -", "-T -t"},
+		} {
+			if !strings.Contains(line, tool.cmd) {
+				continue
+			}
+			checked++
+			for _, flag := range strings.Fields(tool.flags) {
+				if !strings.Contains(line, " "+flag+" ") {
+					t.Errorf("install.sh runs %s without %s: %s", strings.TrimPrefix(strings.TrimSuffix(tool.cmd, " -"), "then "), flag, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+	if checked != 2 {
+		t.Fatalf("found %d curl and wget lines in install.sh, want 2", checked)
+	}
+}

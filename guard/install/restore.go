@@ -121,8 +121,9 @@ if ! ok && [ -n "$sha" ]; then
 		rm -f "$tmp"
 		case $u in
 		file://*) p=${u#file://}; p=${p#localhost}; cp "$p" "$tmp" ;;
-		*) if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 10 --max-time 600 -o "$tmp" "$u"
-		   elif command -v wget >/dev/null 2>&1; then wget -q -T 30 -O "$tmp" "$u"
+		*) # a stalled server is given up on: under 1 KB/s for 15 s (curl), 15 s without a byte (wget)
+		   if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 10 --speed-limit 1024 --speed-time 15 --max-time 600 -o "$tmp" "$u"
+		   elif command -v wget >/dev/null 2>&1; then wget -q -T 15 -t 1 -O "$tmp" "$u"
 		   else echo "guard: neither curl nor wget is here to fetch $u" >&2; false; fi ;;
 		esac || continue
 		got=$(sha256sum <"$tmp" 2>/dev/null) && got=${got%% *} || got=unknown
