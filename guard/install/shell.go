@@ -280,7 +280,9 @@ func envHook(b blockSpec) string {
 // prewarmHook is prewarm.sh: one test per file guard keeps (tool binaries,
 // models) and, when one is missing, a background heal. guard itself keeps
 // the heal to once per interval, so a shell start that finds everything
-// there costs only the tests.
+// there costs only the tests. The heal's status is not the shell's: a
+// start-up file sourced under set -e must not end the shell when it cannot
+// start (a broken manifest).
 func prewarmHook(guardWord string, artifacts []string) string {
 	var tests []string
 	for _, a := range artifacts {
@@ -290,6 +292,6 @@ func prewarmHook(guardWord string, artifacts []string) string {
 		tests = []string{"true"}
 	}
 	return hookHeader + " start a background heal when something guard keeps is missing; written by guard install --prewarm\n" +
-		fmt.Sprintf("if [ -x %s ] && ! { %s; }; then %s heal --background --prewarm </dev/null; fi\n",
+		fmt.Sprintf("if [ -x %s ] && ! { %s; }; then %s heal --background --prewarm </dev/null || :; fi\n",
 			guardWord, strings.Join(tests, " && "), guardWord)
 }
