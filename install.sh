@@ -53,12 +53,14 @@ fail() {
   exit 1
 }
 
-# fetch URL FILE: file:// is a copy; else curl, or wget.
+# fetch URL FILE: file:// is a copy; else curl, or wget. Either gives up on a
+# server that stalls: under 1 KB/s for 30 s (curl), 30 s without a byte
+# (wget), each with two tries more.
 fetch() {
   case $1 in
   file://*) p=${1#file://} && p=${p#localhost} && cp "$p" "$2" ;;
-  *) if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 20 --retry 2 -o "$2" "$1" </dev/null
-     elif command -v wget >/dev/null 2>&1; then wget -q -T 30 -O "$2" "$1" </dev/null
+  *) if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 20 --speed-limit 1024 --speed-time 30 --retry 2 -o "$2" "$1" </dev/null
+     elif command -v wget >/dev/null 2>&1; then wget -q -T 30 -t 3 -O "$2" "$1" </dev/null
      else fail "neither curl nor wget is here to download $1; install one, or download the archive and checksums.txt elsewhere and run install.sh --archive FILE"; fi ;;
   esac
 }
@@ -142,7 +144,7 @@ trap 'rm -f "$log"' EXIT
 # is kept for when it fails.
 build() {
   CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -ldflags "-s -w -X main.version=$version" "$@" -o "$out/guard" ./cmd/guard >"$log" 2>&1 &
-  local pid=$! n=0
+  pid=$! n=0
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     n=$((n + 1))
@@ -155,7 +157,7 @@ failed() {
   echo "install.sh: go build failed (its output is above); fix that and run ./install.sh again" >&2
   exit 1
 }
-start=$SECONDS
+start=$(date +%s) # not $SECONDS: POSIX sh has none
 if ! build; then
   # A checkout git will not read (owned by another user, no .git) must not
   # stop the install: build again without the VCS stamp. Any other error is
@@ -164,6 +166,6 @@ if ! build; then
   echo "install.sh: git cannot read this checkout; building without the VCS stamp" >&2
   build -buildvcs=false || failed
 fi
-echo "install.sh: built $out/guard in $((SECONDS - start))s"
+echo "install.sh: built $out/guard in $(($(date +%s) - start))s"
 
 "$out/guard" install --source "$PWD" "$@"

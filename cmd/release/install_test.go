@@ -179,6 +179,29 @@ func TestInstallFromAnArchive(t *testing.T) {
 	}
 }
 
+// TestRestoreFromAnArchiveInAFolderWithASpace: an archive installed offline
+// from a folder whose name holds a space is fetched again, whole, when
+// guard's copy is evicted (restore.sh used to split its URL at the space).
+func TestRestoreFromAnArchiveInAFolderWithASpace(t *testing.T) {
+	dist := filepath.Join(t.TempDir(), "release files")
+	if err := os.Rename(makeDist(t), dist); err != nil {
+		t.Fatal(err)
+	}
+	s := newSandbox(t)
+	if code, out := s.install("--archive", filepath.Join(dist, ArchiveName(testVersion, runtime.GOARCH))); code != 0 {
+		t.Fatalf("install.sh --archive exited %d:\n%s", code, out)
+	}
+	if err := os.Remove(filepath.Join(s.shims, "guard")); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr := s.login("true"); !strings.HasPrefix(stderr, "guard: restored "+s.shims+"/guard (fetched from file://"+dist+"/") {
+		t.Errorf("the login shell did not restore guard from the archive; its stderr:\n%s", stderr)
+	}
+	if _, err := os.Stat(filepath.Join(s.shims, "guard")); err != nil {
+		t.Errorf("guard is still gone: %v", err)
+	}
+}
+
 // TestInstallRefuses: a tampered archive, a machine no release is built
 // for, and no network each stop install.sh with a clear line and exit 1
 // before anything is unpacked, run or written.
@@ -254,4 +277,34 @@ func readMarker(t *testing.T, s *sandbox) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestInstallerDownloadsGiveUp: every download install.sh makes gives up on
+// a server that accepts and then stalls (curl's low-speed limit; wget's read
+// timeout with a bounded number of tries), where it used to wait forever.
+func TestInstallerDownloadsGiveUp(t *testing.T) {
+	script, err := os.ReadFile(filepath.Join(repoRoot(t), "install.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, line := range strings.Split(string(script), "\n") {
+		for _, tool := range []struct{ cmd, flags string }{
+			{"then curl -", "--connect-timeout --speed-limit --speed-time"},
+			{"then wget -", "-T -t"},
+		} {
+			if !strings.Contains(line, tool.cmd) {
+				continue
+			}
+			checked++
+			for _, flag := range strings.Fields(tool.flags) {
+				if !strings.Contains(line, " "+flag+" ") {
+					t.Errorf("install.sh runs %s without %s: %s", strings.TrimPrefix(strings.TrimSuffix(tool.cmd, " -"), "then "), flag, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+	if checked != 2 {
+		t.Fatalf("found %d curl and wget lines in install.sh, want 2", checked)
+	}
 }

@@ -61,7 +61,7 @@ func restoreFailed(stateDir string) string {
 // off; what the rebuild or the fetch printed is in the restore log the
 // line names.
 func restoreScript(shimDir, stateDir string, r Restore) string {
-	urls := strings.Join(r.URLs, " ")
+	urls := strings.Join(r.URLs, "\n") // one a line: a file:// URL may hold a space
 	return strings.NewReplacer(
 		"@SHIM@", shellQuote(shimDir),
 		"@LOCKS@", shellQuote(filepath.Join(stateDir, "locks")),
@@ -80,7 +80,9 @@ const restoreTemplate = hookHeader + ` restore guard's copy in the shim folder a
 # Written by guard install (run it again after changing [self]); the PATH block
 # sources it only when the copy is missing or broken. By hand: sh THIS_FILE
 (
-set -f
+# Not the sourcing shell's set -e or -u: a step that fails (a state folder
+# that cannot be written) must not end that shell before the one line.
+set -f +eu
 shim=@SHIM@ locks=@LOCKS@ src=@SRC@ go=@GO@ sha=@SHA@ urls=@URLS@ hint=@HINT@
 g=$shim/guard stamp=$shim/@STAMP@
 # The copy runs: a copy cut off elsewhere than at 0 bytes crashes here.
@@ -112,17 +114,20 @@ if ! ok && [ -n "$src" ] && [ -f "$src/install.sh" ]; then
 fi
 if ! ok && [ -n "$sha" ]; then
 	tmp=$shim/guard.restore-$$ # named guard…: it runs as the command, not as a shim
+	IFS='
+' # the urls are one a line
 	for u in $urls; do
 		echo "guard: $g is missing or broken; fetching it from $u" >&2
 		rm -f "$tmp"
 		case $u in
 		file://*) p=${u#file://}; p=${p#localhost}; cp "$p" "$tmp" ;;
-		*) if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 10 --max-time 600 -o "$tmp" "$u"
-		   elif command -v wget >/dev/null 2>&1; then wget -q -T 30 -O "$tmp" "$u"
+		*) # a stalled server is given up on: under 1 KB/s for 15 s (curl), 15 s without a byte (wget)
+		   if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 10 --speed-limit 1024 --speed-time 15 --max-time 600 -o "$tmp" "$u"
+		   elif command -v wget >/dev/null 2>&1; then wget -q -T 15 -t 1 -O "$tmp" "$u"
 		   else echo "guard: neither curl nor wget is here to fetch $u" >&2; false; fi ;;
 		esac || continue
-		set -- $(sha256sum "$tmp" 2>/dev/null)
-		if [ "${1-}" != "$sha" ]; then echo "guard: $u served a file whose sha256 is ${1-unknown}, not $sha; not used" >&2; continue; fi
+		got=$(sha256sum <"$tmp" 2>/dev/null) && got=${got%% *} || got=unknown
+		if [ "$got" != "$sha" ]; then echo "guard: $u served a file whose sha256 is $got, not $sha; not used" >&2; continue; fi
 		run=$tmp
 		case $u in # a release archive: guard is in it
 		*.tar.gz) run=$tmp.d/guard; rm -rf "$tmp.d"; mkdir "$tmp.d" && tar -xzf "$tmp" -C "$tmp.d" guard ;;

@@ -10,10 +10,10 @@ import (
 )
 
 // The PATH block is the only text guard adds to a shell's start-up files.
-// On a healthy start it costs five file tests and a case, builtins all:
+// On a healthy start it costs six file tests and a case, builtins all:
 // guard's copy is there, not empty and as install left it, the shim folder
-// is not newer than guard's last check of its links, and the folder leads
-// PATH. Only when a link changed does it run guard (`guard mend`, silent);
+// is not newer than guard's last check of its links (whose stamp is
+// there), and the folder leads PATH. Only when a link changed does it run guard (`guard mend`, silent);
 // only when the copy is gone does it source the restore script
 // (docs/surviving-eviction.md, "Surviving the eviction of guard itself");
 // with that gone too it prints one line saying protection is off and what
@@ -86,9 +86,11 @@ func (b blockSpec) body() string {
 	fmt.Fprintf(&s, "if [ -s %s ] && [ -x %s ] && ! [ %s -nt %s ] && ! [ %s -ot %s ]; then", b.guard, b.guard, b.guard, b.stamp, b.guard, b.stamp)
 	if b.links != "" {
 		// A link evicted since guard's last full check (the folder is
-		// newer than its stamp): guard mends the folder, silent when it
-		// can.
-		fmt.Fprintf(&s, "\n\tif [ %s -nt %s ]; then %s mend </dev/null >/dev/null; fi\n", b.shimDir, b.links, b.guard)
+		// newer than its stamp, or the stamp is gone: dash's -nt is false
+		// then, bash's true): guard mends the folder, silent when it can.
+		// Its status is not the shell's: a start-up file sourced under
+		// set -e must not end the shell when mend cannot work.
+		fmt.Fprintf(&s, "\n\tif [ %s -nt %s ] || ! [ -e %s ]; then %s mend </dev/null >/dev/null || :; fi\n", b.shimDir, b.links, b.links, b.guard)
 	} else {
 		s.WriteString(" :\n")
 	}
@@ -278,7 +280,9 @@ func envHook(b blockSpec) string {
 // prewarmHook is prewarm.sh: one test per file guard keeps (tool binaries,
 // models) and, when one is missing, a background heal. guard itself keeps
 // the heal to once per interval, so a shell start that finds everything
-// there costs only the tests.
+// there costs only the tests. The heal's status is not the shell's: a
+// start-up file sourced under set -e must not end the shell when it cannot
+// start (a broken manifest).
 func prewarmHook(guardWord string, artifacts []string) string {
 	var tests []string
 	for _, a := range artifacts {
@@ -288,6 +292,6 @@ func prewarmHook(guardWord string, artifacts []string) string {
 		tests = []string{"true"}
 	}
 	return hookHeader + " start a background heal when something guard keeps is missing; written by guard install --prewarm\n" +
-		fmt.Sprintf("if [ -x %s ] && ! { %s; }; then %s heal --background --prewarm </dev/null; fi\n",
+		fmt.Sprintf("if [ -x %s ] && ! { %s; }; then %s heal --background --prewarm </dev/null || :; fi\n",
 			guardWord, strings.Join(tests, " && "), guardWord)
 }
