@@ -100,14 +100,38 @@ func gitDirty(ctx context.Context, git string, in KeyInput, top, rev string) (st
 		return "", fmt.Errorf("git diff in %s: %w", in.Dir, err)
 	}
 	h := sha256.New()
-	io.WriteString(h, status)
-	io.WriteString(h, diff)
+	var untracked []string
 	for _, rec := range strings.Split(status, "\x00") {
-		if name, ok := strings.CutPrefix(rec, "?? "); ok {
-			hashFile(h, filepath.Join(top, name))
+		name, ok := strings.CutPrefix(rec, "?? ")
+		if ok && notSource(filepath.Join(top, name)) {
+			continue // a model or an archive beside the sources: see notSource
+		}
+		io.WriteString(h, rec+"\x00")
+		if ok {
+			untracked = append(untracked, name)
 		}
 	}
+	if len(untracked) == 0 && diff == "" {
+		return "git " + rev, nil // dirty only by files that are not sources
+	}
+	io.WriteString(h, diff)
+	for _, name := range untracked {
+		hashFile(h, filepath.Join(top, name))
+	}
 	return "git " + rev + " dirty " + hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// maxSourceBytes is the size from which a file beside the sources is not
+// taken for one: a GGUF model kept in ~/llama.cpp/models, an archive, a
+// data set. Such a file is left out of the key, name and content, so that
+// the sandbox evicting it (it is the kind of file a sandbox evicts) does
+// not make every stash entry miss, and a heal never hashes gigabytes.
+const maxSourceBytes = 16 << 20
+
+// notSource reports whether the file at p is too large to be a source.
+func notSource(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Size() >= maxSourceBytes
 }
 
 func runGit(ctx context.Context, git string, in KeyInput, args ...string) (string, error) {
@@ -126,9 +150,9 @@ func runGit(ctx context.Context, git string, in KeyInput, args ...string) (strin
 	return out.String(), err
 }
 
-// hashTree hashes every file below dir but the output folders and .git, in
-// lexical order: its path, its size and its content's sha256 (a symlink's
-// target instead).
+// hashTree hashes every file below dir but the output folders, .git and
+// files too large to be sources (maxSourceBytes), in lexical order: its
+// path, its size and its content's sha256 (a symlink's target instead).
 func hashTree(dir string, outputs []string) (string, error) {
 	skip := map[string]bool{".git": true}
 	for _, o := range outputs {
@@ -151,6 +175,9 @@ func hashTree(dir string, outputs []string) (string, error) {
 			fi, err := d.Info()
 			if err != nil {
 				return err
+			}
+			if fi.Size() >= maxSourceBytes {
+				return nil // not a source: see maxSourceBytes
 			}
 			fmt.Fprintf(h, "%q %d ", rel, fi.Size())
 			hashFile(h, p)

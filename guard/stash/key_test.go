@@ -165,3 +165,42 @@ func TestKeyNamesTheCompilersBeforeAndAfterTheBuild(t *testing.T) {
 		})
 	}
 }
+
+// A model kept beside the sources (~/llama.cpp/models/x.gguf) is the kind
+// of file a sandbox evicts: neither its presence nor its content is part
+// of the key, in a plain folder or as an untracked file of a git checkout,
+// so its eviction does not make the stash miss. A small untracked file is
+// a source and still counts.
+func TestKeyLeavesOutFilesTooLargeForSources(t *testing.T) {
+	for _, withGit := range []bool{false, true} {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
+		if withGit {
+			git := gitIn(t, dir)
+			git("init", "-q")
+			git("add", "a.c")
+			git("commit", "-qm", "a")
+		}
+		before := keyOf(t, dir)
+		model := filepath.Join(dir, "models", "big.gguf")
+		os.MkdirAll(filepath.Dir(model), 0o755)
+		f, err := os.Create(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Truncate(maxSourceBytes) // sparse: no 16 MiB written
+		f.Close()
+		if k := keyOf(t, dir); k.Sum != before.Sum {
+			t.Errorf("git %v: a model beside the sources changed the key (%s, was %s)", withGit, k.Source, before.Source)
+		}
+		os.WriteFile(filepath.Join(dir, "b.c"), []byte("int b;"), 0o644)
+		withSource := keyOf(t, dir)
+		if withSource.Sum == before.Sum {
+			t.Errorf("git %v: a new source kept the key", withGit)
+		}
+		os.Remove(model)
+		if k := keyOf(t, dir); k.Sum != withSource.Sum {
+			t.Errorf("git %v: evicting the model changed the key", withGit)
+		}
+	}
+}
