@@ -137,3 +137,20 @@ func TestFollowWaitsOnALiveHealWhoseRecordIsUnreadable(t *testing.T) {
 		t.Fatalf("follow returned %+v, %v; want the wait to go on until ctx ends", s, err)
 	}
 }
+
+// A failed heal's message is kept whole: a download that failed on every
+// url says why on the lines after its first.
+func TestFinishKeepsTheWholeMessage(t *testing.T) {
+	dir := t.TempDir()
+	rec := healjob.Record{Key: healjob.Key("model", "/m/q.gguf")}
+	j, err := healjob.Claim(dir, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := "download q.gguf: every url failed:\nhttp://a/q.gguf: connection refused\nhttp://b/q.gguf: 404"
+	j.Finish(errors.New(msg))
+	j.Close()
+	if s, ok := healjob.Look(dir, rec.Key); !ok || s.Result != "failed" || s.Message != msg {
+		t.Fatalf("record after a failure: %+v %v", s, ok)
+	}
+}
