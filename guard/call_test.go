@@ -329,3 +329,25 @@ func TestRunGetsWhatTheHealLeftOfTheBudget(t *testing.T) {
 		t.Errorf("run budget without a heal: %v", b.specs[0].Budget)
 	}
 }
+
+// A detached heal stopped by a signal (a SIGTERM to it, not to the call)
+// did not fail: the waiting call starts it again and answers, rather than
+// end with 127 and "interrupted by SIGTERM while healing".
+func TestAHealStoppedBySignalIsStartedAgain(t *testing.T) {
+	b := newBed(t, buildManifest)
+	built := 0
+	b.build = func(_ context.Context, _ string, _ *manifest.Build, target string) error {
+		built++
+		if built == 1 {
+			return &interruptedError{signal: syscall.SIGTERM}
+		}
+		b.tool(target)
+		return nil
+	}
+	if got := b.e.call(context.Background(), "fixture", nil); got != 0 || built != 2 {
+		t.Fatalf("status %d after %d builds; stderr %s", got, built, b.stderr.String())
+	}
+	if !strings.Contains(b.stderr.String(), "ended without a result; starting it again") {
+		t.Errorf("stderr %q", b.stderr.String())
+	}
+}

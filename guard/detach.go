@@ -66,6 +66,17 @@ func (s spawner) detach(j *healjob.Job, spec jobSpec) error {
 	return nil
 }
 
+// finishJob writes the heal's result to its job. A heal stopped by a
+// signal did not fail: like a killed one it leaves no result, so that a
+// call waiting for it starts it again rather than call the tool
+// unhealable (127).
+func finishJob(j *healjob.Job, err error) {
+	if _, ok := interrupted(err); ok {
+		return
+	}
+	j.Finish(err)
+}
+
 // jobLockFD is where the detached heal finds the job's lock.
 const jobLockFD = 3
 
@@ -116,7 +127,7 @@ func (e *Engine) healDetached(ctx context.Context, caller string, spec jobSpec, 
 				// refuses a session): heal here, as before.
 				e.Say("%s: could not heal in the background (%v); healing in this call", caller, derr)
 				herr := here(ctx)
-				j.Finish(herr)
+				finishJob(j, herr)
 				j.Close()
 				return herr
 			}

@@ -125,7 +125,7 @@ func (g goroutineJobs) detach(j *healjob.Job, spec jobSpec) error {
 		defer g.b.jobs.Done()
 		defer logf.Close()
 		err := heal.healHere(context.Background(), spec)
-		j.Finish(err)
+		finishJob(j, err)
 		j.Close()
 	}()
 	return nil

@@ -38,7 +38,7 @@ func (e *Engine) RunJob(ctx context.Context, arg string) error {
 	}
 	progress.Observe(j.Progress)
 	err = e.healHere(ctx, spec)
-	j.Finish(err)
+	finishJob(j, err)
 	return err
 }
 

@@ -75,8 +75,12 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 	var healing *healingError // the call's model, downloading in the background
 	if modelPath != "" {
 		modelPath = absPath(modelPath)
-		mctx, answerNow := e.modelWait(hctx, tool, modelPath)
-		if err := e.ensureModel(mctx, tool.Name, modelPath, false); err != nil {
+		answerNow := false
+		wait := func(ctx context.Context) context.Context {
+			ctx, answerNow = e.modelWait(ctx, tool, modelPath)
+			return ctx
+		}
+		if err := e.ensureModelWaiting(hctx, tool.Name, modelPath, false, wait); err != nil {
 			err = clock.during(hctx, err)
 			switch {
 			case errors.As(err, &healing):
@@ -123,15 +127,12 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 	return e.runAttempts(ctx, clock, tool.Name, attempts, pc, o, healing)
 }
 
-// modelWait is how long a call waits for its model's heal: within ctx,
-// or not at all when the model is not healthy and its fallback model is
-// (answerNow): the fallback answers now, in the budget the wait would have
-// spent, and the download goes on in the background for the next calls.
+// modelWait is how long a call waits for its model's heal (the model is
+// not healthy): within ctx, or not at all when its fallback model is
+// healthy (answerNow): the fallback answers now, in the budget the wait
+// would have spent, and the download goes on in the background for the
+// next calls.
 func (e *Engine) modelWait(ctx context.Context, tool *manifest.Tool, path string) (context.Context, bool) {
-	m := e.c.M.ModelByFile(path)
-	if m == nil || e.Models().Usable(m, path).Healthy() {
-		return ctx, false
-	}
 	fb := e.modelInfo(path).FallbackPath
 	if fb == "" || !e.healthyNow(tool, fb) {
 		return ctx, false

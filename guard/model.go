@@ -42,6 +42,13 @@ func (e *Engine) stateFault(err error) bool {
 // it: a manifest model is healed (downloaded, verified), an unknown one only
 // checked. A model the call cannot have is a *healError saying why.
 func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool) error {
+	return e.ensureModelWaiting(ctx, tool, path, force, nil)
+}
+
+// ensureModelWaiting is ensureModel whose wait for the heal is bounded by
+// wait(ctx) (a llama call's modelWait), asked only once the model is found
+// to need a heal: a healthy model is looked at once, as on every call.
+func (e *Engine) ensureModelWaiting(ctx context.Context, tool, path string, force bool, wait func(context.Context) context.Context) error {
 	m := e.c.M.ModelByFile(path)
 	if m == nil {
 		if e.c.Debug {
@@ -70,6 +77,9 @@ func (e *Engine) ensureModel(ctx context.Context, tool, path string, force bool)
 	if st == verify.NotRegular {
 		// Nothing to download: say why now, not from a detached heal.
 		return &healError{e.Models().Ensure(ctx, tool, m, path, force)}
+	}
+	if wait != nil {
+		ctx = wait(ctx)
 	}
 	err := e.healDetached(ctx, tool, jobSpec{"model", path}, func(ctx context.Context) error {
 		return underSignals(ctx, func(ctx context.Context) error {

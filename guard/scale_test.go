@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"golang.org/x/sys/unix"
 )
 
 // scaleBed is a whole installed guard in a temp folder, called through
@@ -243,5 +245,50 @@ func TestCallMendsShimsWhenSomethingChanged(t *testing.T) {
 	b.call("jq")
 	if got := recreated(); len(got) != 0 {
 		t.Errorf("a whole folder was mended again: %v", got)
+	}
+}
+
+// A healthy llama call looks at its model once: the check that decides
+// how long a call may wait for the model's heal (modelWait) is made only
+// when the model needs one. Counted in opens of the model file (inotify),
+// which no machine's load moves.
+func TestHealthyLlamaCallOpensItsModelOnce(t *testing.T) {
+	b := newScaleBed(t, "models_dir = \"$HOME/models\"\n\n[tools.llama-completion]\npath = \"$HOME/bin/llama-completion\"\n\n"+
+		"[[models]]\nfile = \"m0.gguf\"\nsize = 4096\nurls = [\"https://example.com/m0.gguf\"]\nfallback = \"m1.gguf\"\n\n"+
+		"[[models]]\nfile = \"m1.gguf\"\nsize = 4096\nurls = [\"https://example.com/m1.gguf\"]\n", []string{"llama-completion"})
+	home := b.w.Getenv("HOME")
+	guardtest.WriteFile(t, filepath.Join(home, "bin/llama-completion"), "#!/bin/sh\nprintf 'an answer\\n\\n'\n", 0o755)
+	model := filepath.Join(home, "models", "m0.gguf")
+	guardtest.WriteFile(t, model, string(guardtest.GGUF(4096)), 0o644)
+	args := []string{"-m", model, "-p", "hi", "-n", "4"}
+	b.call("llama-completion", args...)
+	b.call("llama-completion", args...)
+
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		t.Skip("no inotify:", err)
+	}
+	defer unix.Close(fd)
+	// With the closes watched too, no two events in a row are the same:
+	// inotify folds those into one.
+	if _, err := unix.InotifyAddWatch(fd, model, unix.IN_OPEN|unix.IN_CLOSE_NOWRITE); err != nil {
+		t.Fatal(err)
+	}
+	b.call("llama-completion", args...)
+	buf := make([]byte, 64*unix.SizeofInotifyEvent)
+	n, err := unix.Read(fd, buf)
+	if err != nil && err != unix.EAGAIN {
+		t.Fatal(err)
+	}
+	opens := 0
+	for off := 0; off+unix.SizeofInotifyEvent <= n; {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+		if ev.Mask&unix.IN_OPEN != 0 {
+			opens++
+		}
+		off += unix.SizeofInotifyEvent + int(ev.Len)
+	}
+	if opens != 1 {
+		t.Errorf("a healthy call opened its model %d times, want 1", opens)
 	}
 }

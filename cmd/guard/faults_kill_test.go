@@ -99,9 +99,11 @@ func (e *faultEnv) killAfter(d time.Duration, guardOnly bool, name string, args 
 	return kr
 }
 
-// killHeals SIGKILLs the session of every heal a call left detached (its
-// own session, its pid in its job record), as a sandbox that stops kills
-// everything: each job's lock is then free.
+// killHeals SIGKILLs the session of every heal a call left detached whose
+// job lock is still held (its own session, its pid in its job record), as
+// a sandbox that stops kills everything: each job's lock is then free. A
+// record whose lock is free is a heal that ended: its pid may be another
+// process's now, on a machine other tests share, and is left alone.
 func (e *faultEnv) killHeals() {
 	e.t.Helper()
 	jobs := filepath.Join(e.StateDir, "jobs")
@@ -110,18 +112,17 @@ func (e *faultEnv) killHeals() {
 		held := 0
 		names, _ := filepath.Glob(filepath.Join(jobs, "*.json"))
 		for _, n := range names {
+			lock := flock.New(strings.TrimSuffix(n, ".json") + ".lock")
+			if ok, err := lock.TryLock(); ok || err != nil {
+				_ = lock.Unlock()
+				continue
+			}
+			held++
 			var rec struct {
 				PID int `json:"pid"`
 			}
 			if b, err := os.ReadFile(n); err == nil && json.Unmarshal(b, &rec) == nil && rec.PID > 0 {
 				killSession(rec.PID)
-			}
-			lock := flock.New(strings.TrimSuffix(n, ".json") + ".lock")
-			switch ok, err := lock.TryLock(); {
-			case ok:
-				_ = lock.Unlock()
-			case err == nil:
-				held++
 			}
 		}
 		if held == 0 {

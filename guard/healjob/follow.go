@@ -29,12 +29,22 @@ func Follow(ctx context.Context, stateDir, key string, w io.Writer, check func(S
 	defer log.close()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
+	var last Status
 	for {
 		s, ok := Look(stateDir, key)
+		if !ok && alive(stateDir, key) {
+			// The record cannot be read (garbage, or a link or FIFO
+			// planted in its place) but the heal holds its lock: it runs
+			// on, as far as last seen, and replaces the record whole at
+			// its next update.
+			s, ok = last, true
+			s.Alive = true
+		}
 		log.copy(!ok || !s.Alive)
 		if !ok || !s.Alive {
 			return s, nil
 		}
+		last = s
 		if err := check(s); err != nil {
 			return s, err
 		}

@@ -218,14 +218,22 @@ func (j *Job) Progress(s progress.Snapshot) {
 	_ = j.write()
 }
 
+// maxMessage bounds a failed heal's message in its record (maxRecord
+// bounds the whole record).
+const maxMessage = 16 << 10
+
 // Finish records the heal's result: ok for a nil err, else failed with
-// err's first line.
+// err's message, whole (a download's reasons for each url are on the lines
+// after its first), cut at maxMessage.
 func (j *Job) Finish(err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.rec.Result, j.rec.Message = "ok", ""
 	if err != nil {
-		msg, _, _ := strings.Cut(err.Error(), "\n")
+		msg := err.Error()
+		if len(msg) > maxMessage {
+			msg = strings.ToValidUTF8(msg[:maxMessage], "") + " …"
+		}
 		j.rec.Result, j.rec.Message = "failed", msg
 	} else {
 		j.rec.Percent, j.rec.LeftMS = 100, 0

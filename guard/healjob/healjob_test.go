@@ -1,7 +1,9 @@
 package healjob_test
 
 import (
+	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,5 +111,46 @@ func TestAdoptWantsTheJobsOwnLock(t *testing.T) {
 	defer other.Close()
 	if _, err := healjob.Adopt(dir, rec.Key, other); err == nil {
 		t.Fatal("adopted with another file as the lock")
+	}
+}
+
+// A record that cannot be read while the heal holds its lock (a FIFO
+// planted in its place, garbage) is no end of the heal: the wait goes on
+// until the heal ends or the caller's time does.
+func TestFollowWaitsOnALiveHealWhoseRecordIsUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	rec := healjob.Record{Key: healjob.Key("build", "demo"), What: "the build of demo"}
+	j, err := healjob.Claim(dir, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	path := filepath.Join(dir, "jobs", rec.Key+".json")
+	os.Remove(path)
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	s, err := healjob.Follow(ctx, dir, rec.Key, io.Discard, func(healjob.Status) error { return nil })
+	if !errors.Is(err, context.DeadlineExceeded) || !s.Alive {
+		t.Fatalf("follow returned %+v, %v; want the wait to go on until ctx ends", s, err)
+	}
+}
+
+// A failed heal's message is kept whole: a download that failed on every
+// url says why on the lines after its first.
+func TestFinishKeepsTheWholeMessage(t *testing.T) {
+	dir := t.TempDir()
+	rec := healjob.Record{Key: healjob.Key("model", "/m/q.gguf")}
+	j, err := healjob.Claim(dir, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := "download q.gguf: every url failed:\nhttp://a/q.gguf: connection refused\nhttp://b/q.gguf: 404"
+	j.Finish(errors.New(msg))
+	j.Close()
+	if s, ok := healjob.Look(dir, rec.Key); !ok || s.Result != "failed" || s.Message != msg {
+		t.Fatalf("record after a failure: %+v %v", s, ok)
 	}
 }
