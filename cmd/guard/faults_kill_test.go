@@ -604,11 +604,11 @@ exec sleep 1000
 	e.Tool("quick", `echo $$ > "$DIR/$MARK.pid"; echo done`)
 	e.WriteManifest("[tools.quick]\ntimeout = \"60s\"\n")
 	e.LinkShims()
-	if r := e.With(mark).Run("quick"); r.Code != 0 || r.Stdout != "done\n" {
-		t.Fatalf("quick: %s", r)
+	quick := e.With(mark).Command("quick")
+	if out, err := quick.Output(); err != nil || string(out) != "done\n" {
+		t.Fatalf("quick: %v %q", err, out)
 	}
-	pgid := waitPIDFile(t, filepath.Join(e.Dir, strings.TrimPrefix(mark, "MARK=")+".pid"), time.Second)
-	if left := waitProcsGone(func() []procInfo { return lifelines(pgid) }, 10*time.Second); len(left) > 0 {
+	if left := waitProcsGone(func() []procInfo { return lifelines(quick.Process.Pid) }, 10*time.Second); len(left) > 0 {
 		t.Errorf("the lifeline of a call that ended on its own is still running: %s", describeProcs(left))
 	}
 }
@@ -642,7 +642,7 @@ func (e *faultEnv) killGuardMidTool(t *testing.T, tool, id string, group bool) t
 		t.Fatalf("guard was SIGKILLed, and the tool's processes live on: %s", describeProcs(left))
 	}
 	took := time.Since(killed)
-	if left := waitProcsGone(func() []procInfo { return lifelines(pgid) }, 10*time.Second); len(left) > 0 {
+	if left := waitProcsGone(func() []procInfo { return lifelines(cmd.Process.Pid) }, 10*time.Second); len(left) > 0 {
 		t.Errorf("the lifeline of group %d outlived its job: %s", pgid, describeProcs(left))
 	}
 	return took
@@ -667,10 +667,10 @@ func waitPIDFile(t *testing.T, path string, limit time.Duration) int {
 	}
 }
 
-// lifelines lists the live lifelines guard started for process group pgid
-// (their argv ends in guard-lifeline PGID).
-func lifelines(pgid int) []procInfo {
-	want := []byte("\x00guard-lifeline\x00" + strconv.Itoa(pgid) + "\x00")
+// lifelines lists the live lifelines the guard of pid started (their argv
+// ends in guard-lifeline PID).
+func lifelines(pid int) []procInfo {
+	want := []byte("\x00guard-lifeline\x00" + strconv.Itoa(pid) + "\x00")
 	var out []procInfo
 	for _, p := range liveProcs() {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/cmdline")

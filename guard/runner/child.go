@@ -52,6 +52,7 @@ type child struct {
 // startChild starts the tool described by s, its output going through w.
 func startChild(s Spec, w *watcher) (*child, error) {
 	c := &child{enter: "\n", ttyFD: -1, readDone: make(chan struct{}, 3)}
+	c.life = startLifeline() // before the tool: see lifeline
 	var err error
 	if s.PTY {
 		err = c.startPTY(s, w)
@@ -59,9 +60,9 @@ func startChild(s Spec, w *watcher) (*child, error) {
 		err = c.startPiped(s, w)
 	}
 	if err != nil {
+		c.life.dismiss()
 		return nil, fmt.Errorf("start %s: %w", s.Path, err)
 	}
-	c.life = startLifeline(c.pid)
 	return c, nil
 }
 
@@ -240,7 +241,18 @@ func (c *child) fork(s Spec, files [3]*os.File, attr *syscall.SysProcAttr) error
 		// expects of its standard descriptors (os/exec does the same).
 		fds[i] = f.Fd()
 	}
+	// Pdeathsig covers the instant between the fork and the lifeline's
+	// arm: a guard killed there takes the tool's first process with it
+	// (the lifeline covers the rest of the group from arm on). It belongs
+	// to the thread that forks, so the fork runs on a locked thread, which
+	// goes back to the pool afterwards and lives as long as guard does.
+	attr.Pdeathsig = syscall.SIGKILL
+	runtime.LockOSThread()
 	pid, err := syscall.ForkExec(s.Path, s.Argv, &syscall.ProcAttr{Dir: s.Dir, Env: env, Files: fds, Sys: attr})
+	if err == nil {
+		c.life.arm(pid) // at once: see lifeline
+	}
+	runtime.UnlockOSThread()
 	runtime.KeepAlive(files)
 	if err != nil {
 		return &os.PathError{Op: "fork/exec", Path: s.Path, Err: err}

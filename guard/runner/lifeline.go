@@ -16,11 +16,15 @@ import (
 // it is a process and not Pdeathsig or a cgroup.
 //
 // It is /bin/sh reading a pipe whose only write end guard holds
-// (close-on-exec, so neither the tool nor a build step inherits it). guard
-// writes a line to it once the tool has exited and its group was dealt
-// with: the shell's read succeeds and it exits. When guard dies first, the
-// kernel closes the write end, the read sees end of file and the shell
-// SIGKILLs the tool's group. It leads a session of its own, so a kill of
+// (close-on-exec, so neither the tool nor a build step inherits it). It is
+// started before the tool, so that no instant of the tool's life is
+// without it: guard writes the tool's group to it as soon as the tool has
+// started (arm), and a second line once the tool has exited and its group
+// was dealt with (dismiss): the shell's second read succeeds and it exits.
+// When guard dies first, the kernel closes the write end, the read sees
+// end of file and the shell SIGKILLs the tool's group. (Started after the
+// tool, a guard killed in the millisecond the shell's fork and exec take
+// left the tool running: seen once in a few hundred kills.) It leads a session of its own, so a kill of
 // guard's group or session does not reach it, and holds nothing of guard's
 // but the pipe: not guard's stdout, so a caller waiting for end of file
 // there does not wait for it.
@@ -29,16 +33,18 @@ type lifeline struct {
 	w   *os.File
 }
 
-// lifelineShell is the lifeline's program; $1 is the tool's group.
-const lifelineShell = `read -r _ || kill -KILL -"$1"`
+// lifelineShell is the lifeline's program: the first line is the tool's
+// group; end of file before it means no tool started.
+const lifelineShell = `read -r g || exit 0; read -r _ || kill -KILL -"$g"`
 
 // lifelineName is the lifeline's $0, what a process list shows it as.
 const lifelineName = "guard-lifeline"
 
-// startLifeline starts the lifeline of the process group pgid. A lifeline
-// that cannot start (no /bin/sh, no pipe) leaves the run as it was
-// before lifelines existed: nil, and dismiss does nothing.
-func startLifeline(pgid int) *lifeline {
+// startLifeline starts a lifeline for a tool about to start; arm gives
+// it the tool's group. A lifeline that cannot start (no /bin/sh, no pipe)
+// leaves the run as it was before lifelines existed: nil, and arm and
+// dismiss do nothing.
+func startLifeline() *lifeline {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil
@@ -50,7 +56,8 @@ func startLifeline(pgid int) *lifeline {
 		return nil
 	}
 	defer null.Close()
-	argv := []string{"sh", "-c", lifelineShell, lifelineName, strconv.Itoa(pgid)}
+	// $1, unused by the script, names guard's pid for a process list.
+	argv := []string{"sh", "-c", lifelineShell, lifelineName, strconv.Itoa(os.Getpid())}
 	pid, err := syscall.ForkExec("/bin/sh", argv, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{},
@@ -62,6 +69,16 @@ func startLifeline(pgid int) *lifeline {
 		return nil
 	}
 	return &lifeline{pid: pid, w: w}
+}
+
+// arm names the tool's process group, which the lifeline kills if guard
+// dies from now on; a tool that did not start leaves it unarmed, and
+// dismiss then ends it.
+func (l *lifeline) arm(pgid int) {
+	if l == nil || l.w == nil {
+		return
+	}
+	_, _ = l.w.Write([]byte(strconv.Itoa(pgid) + "\n"))
 }
 
 // dismiss tells the lifeline that guard is done with the group (before the
