@@ -69,12 +69,12 @@ func (s spawner) detach(j *healjob.Job, spec jobSpec) error {
 // finishJob writes the heal's result to its job. A heal stopped by a
 // signal did not fail: like a killed one it leaves no result, so that a
 // call waiting for it starts it again rather than call the tool
-// unhealable (127).
-func finishJob(j *healjob.Job, err error) {
+// unhealable (127). It reports whether it wrote a result.
+func finishJob(j *healjob.Job, err error) bool {
 	if _, ok := interrupted(err); ok {
-		return
+		return false
 	}
-	j.Finish(err)
+	return j.Finish(err) == nil
 }
 
 // jobLockFD is where the detached heal finds the job's lock.
