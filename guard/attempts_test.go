@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -420,5 +421,33 @@ func TestAChainWaitingOnAHealIs75Not2(t *testing.T) {
 	}
 	if !strings.Contains(b.stderr.String(), "guard: jq: answered by python3 while the build of jq goes on in the background (") {
 		t.Errorf("stderr %q", b.stderr.String())
+	}
+}
+
+// A wait for a heal that stops early to leave the fallback its planned
+// time, when the fallback then fails too: the 75 line says the call
+// stopped waiting for the fallback's time, not that its budget ran out.
+func TestAChainWaitCutForTheFallbackSaysSo(t *testing.T) {
+	b := newBed(t, chainBuildManifest+`timeout = "600ms"
+`)
+	release := make(chan struct{})
+	b.build = func(ctx context.Context, tool string, rec *manifest.Build, target string) error {
+		<-release
+		b.tool("bin/jq")
+		return nil
+	}
+	defer close(release)
+	b.tool("bin/python3")
+	b.runs = []runner.Result{{Outcome: runner.Exited, Code: 1}}
+	b.e.c.M.Budget.Cap = manifest.Duration(1200 * time.Millisecond)
+	if got := b.e.call(context.Background(), "jq", nil); got != StatusHealing || len(b.specs) != 1 {
+		t.Fatalf("status %d, runs %d; stderr %s", got, len(b.specs), b.stderr.String())
+	}
+	line := b.stderr.String()[strings.LastIndex(strings.TrimSuffix(b.stderr.String(), "\n"), "\n")+1:]
+	want := regexp.MustCompile(`^guard: jq: the build of jq goes on in the background \(time left unknown\): ` +
+		`the call stopped waiting after \d+\.\ds to leave python3's planned 0\.6s of its budget of 1\.2s \(\[budget\] cap\), and no attempt answered; ` +
+		`wait for it: guard heal --wait jq, or call again later\n$`)
+	if !want.MatchString(line) {
+		t.Errorf("last line %q; stderr %s", line, b.stderr.String())
 	}
 }
