@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
+	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/runner"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -449,5 +450,16 @@ func TestAChainWaitCutForTheFallbackSaysSo(t *testing.T) {
 		`wait for it: guard heal --wait jq, or call again later\n$`)
 	if !want.MatchString(line) {
 		t.Errorf("last line %q; stderr %s", line, b.stderr.String())
+	}
+}
+
+// A wait the heal's own estimate stops while a later attempt's time is
+// set aside names that time too: the budget alone would have fitted.
+func TestHealingLineCannotFitLessTheFallbacksTime(t *testing.T) {
+	he := &healingError{rec: healjob.Record{What: "the build of jq", Names: []string{"jq"}, Percent: -1, LeftMS: 9000},
+		cannotFit: true, limit: "10.0s (GUARD_TIMEOUT)", leftFor: "python3's planned 6.0s"}
+	want := "the build of jq goes on in the background (about 9s left): it cannot end within what is left of the call's budget of 10.0s (GUARD_TIMEOUT) less python3's planned 6.0s; wait for it: guard heal --wait jq, or call again later"
+	if got := he.Error(); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
