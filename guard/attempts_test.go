@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
+	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/runner"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -420,5 +422,44 @@ func TestAChainWaitingOnAHealIs75Not2(t *testing.T) {
 	}
 	if !strings.Contains(b.stderr.String(), "guard: jq: answered by python3 while the build of jq goes on in the background (") {
 		t.Errorf("stderr %q", b.stderr.String())
+	}
+}
+
+// A wait for a heal that stops early to leave the fallback its planned
+// time, when the fallback then fails too: the 75 line says the call
+// stopped waiting for the fallback's time, not that its budget ran out.
+func TestAChainWaitCutForTheFallbackSaysSo(t *testing.T) {
+	b := newBed(t, chainBuildManifest+`timeout = "600ms"
+`)
+	release := make(chan struct{})
+	b.build = func(ctx context.Context, tool string, rec *manifest.Build, target string) error {
+		<-release
+		b.tool("bin/jq")
+		return nil
+	}
+	defer close(release)
+	b.tool("bin/python3")
+	b.runs = []runner.Result{{Outcome: runner.Exited, Code: 1}}
+	b.e.c.M.Budget.Cap = manifest.Duration(1200 * time.Millisecond)
+	if got := b.e.call(context.Background(), "jq", nil); got != StatusHealing || len(b.specs) != 1 {
+		t.Fatalf("status %d, runs %d; stderr %s", got, len(b.specs), b.stderr.String())
+	}
+	line := b.stderr.String()[strings.LastIndex(strings.TrimSuffix(b.stderr.String(), "\n"), "\n")+1:]
+	want := regexp.MustCompile(`^guard: jq: the build of jq goes on in the background \(time left unknown\): ` +
+		`the call stopped waiting after \d+\.\ds to leave python3's planned 0\.6s of its budget of 1\.2s \(\[budget\] cap\), and no attempt answered; ` +
+		`wait for it: guard heal --wait jq, or call again later\n$`)
+	if !want.MatchString(line) {
+		t.Errorf("last line %q; stderr %s", line, b.stderr.String())
+	}
+}
+
+// A wait the heal's own estimate stops while a later attempt's time is
+// set aside names that time too: the budget alone would have fitted.
+func TestHealingLineCannotFitLessTheFallbacksTime(t *testing.T) {
+	he := &healingError{rec: healjob.Record{What: "the build of jq", Names: []string{"jq"}, Percent: -1, LeftMS: 9000},
+		cannotFit: true, limit: "10.0s (GUARD_TIMEOUT)", leftFor: "python3's planned 6.0s"}
+	want := "the build of jq goes on in the background (about 9s left): it cannot end within what is left of the call's budget of 10.0s (GUARD_TIMEOUT) less python3's planned 6.0s; wait for it: guard heal --wait jq, or call again later"
+	if got := he.Error(); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }

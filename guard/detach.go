@@ -69,12 +69,12 @@ func (s spawner) detach(j *healjob.Job, spec jobSpec) error {
 // finishJob writes the heal's result to its job. A heal stopped by a
 // signal did not fail: like a killed one it leaves no result, so that a
 // call waiting for it starts it again rather than call the tool
-// unhealable (127).
-func finishJob(j *healjob.Job, err error) {
+// unhealable (127). It reports whether it wrote a result.
+func finishJob(j *healjob.Job, err error) bool {
 	if _, ok := interrupted(err); ok {
-		return
+		return false
 	}
-	j.Finish(err)
+	return j.Finish(err) == nil
 }
 
 // jobLockFD is where the detached heal finds the job's lock.
@@ -200,12 +200,18 @@ type healingError struct {
 	waited    time.Duration
 	cannotFit bool
 	limit     string // the call's budget and what set it: "4.0s (GUARD_TIMEOUT)"; set by budget.during
+	leftFor   string // the later attempt the wait left its time to, if any: "python3's planned 2.0s"
 }
 
 func (e *healingError) Error() string {
 	why := "the call's budget of " + e.limit + " ran out after " + secs(e.waited) + " of waiting"
-	if e.cannotFit {
+	switch {
+	case e.cannotFit && e.leftFor != "":
+		why = "it cannot end within what is left of the call's budget of " + e.limit + " less " + e.leftFor
+	case e.cannotFit:
 		why = "it cannot end within what is left of the call's budget of " + e.limit
+	case e.leftFor != "":
+		why = "the call stopped waiting after " + secs(e.waited) + " to leave " + e.leftFor + " of its budget of " + e.limit + ", and no attempt answered"
 	}
 	return fmt.Sprintf("%s goes on in the background (%s): %s; wait for it: %s, or call again later",
 		e.rec.What, e.rec.Where(), why, waitCommand(e.rec))

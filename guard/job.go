@@ -15,31 +15,36 @@ import (
 // RunJob is `guard heal --job SPEC`: the detached heal itself. It adopts
 // the job's lock (fd 3, from the call that started it), heals in this
 // process under its own limit, its progress going to the job's record, and
-// writes the result.
-func (e *Engine) RunJob(ctx context.Context, arg string) error {
+// writes the result. ok false with a nil error is a failure written to
+// the record and not to be printed: the call waiting for the heal copies
+// its stderr and prints the record's message as its own last line, so the
+// line would show twice.
+func (e *Engine) RunJob(ctx context.Context, arg string) (ok bool, err error) {
 	spec, err := parseJobSpec(arg)
 	if err != nil {
-		return err
+		return false, err
 	}
 	rec, err := e.jobRecord(spec)
 	if err != nil {
-		return err
+		return false, err
 	}
 	lock := os.NewFile(jobLockFD, "job-lock")
 	if lock == nil {
-		return errors.New("heal --job: no job lock on fd 3; guard starts this itself")
+		return false, errors.New("heal --job: no job lock on fd 3; guard starts this itself")
 	}
 	// Not for the build's steps: an orphaned step must not pass for the
 	// heal (the build lock already waits for it).
 	syscall.CloseOnExec(jobLockFD)
 	j, err := healjob.Adopt(e.c.StateDir, rec.Key, lock)
 	if err != nil {
-		return err
+		return false, err
 	}
 	progress.Observe(j.Progress)
 	err = e.healHere(ctx, spec)
-	finishJob(j, err)
-	return err
+	if !finishJob(j, err) {
+		return false, err
+	}
+	return err == nil, nil
 }
 
 // healHere heals spec in this process (the detached heal, or a call whose

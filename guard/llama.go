@@ -224,13 +224,13 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 			live = o.W
 		}
 		bud := e.attemptBudget(a)
-		later := func() time.Duration {
+		later := func() (time.Duration, string) {
 			for _, next := range attempts[i+1:] {
 				if next.Trigger.Follows(shims.AfterTimeout) && e.healthyNow(e.c.tool(next.Tool), next.Model) {
-					return e.attemptBudget(next)
+					return e.attemptBudget(next), withModel(next)
 				}
 			}
-			return 0
+			return 0, ""
 		}
 		res, why := e.attempt(ctx, clock, name, ran, a, bud, live, healing != nil, later)
 		if lostAnswer(a, res, live == nil) && bud-res.Elapsed > 0 && clock.left() > 0 && ctx.Err() == nil {
@@ -338,8 +338,9 @@ func attemptLine(n int, a shims.Attempt, why string, res runner.Result) string {
 // budget b ended a timeout.
 //
 // later, when set, is the planned budget of the first later attempt that
-// is healthy now (0 for none): what a wait for this attempt's heal leaves.
-func (e *Engine) attempt(ctx context.Context, clock *capClock, name string, n int, a shims.Attempt, bud time.Duration, live io.Writer, healthyOnly bool, later func() time.Duration) (runner.Result, string) {
+// is healthy now (0 for none) and its name: what a wait for this attempt's
+// heal leaves.
+func (e *Engine) attempt(ctx context.Context, clock *capClock, name string, n int, a shims.Attempt, bud time.Duration, live io.Writer, healthyOnly bool, later func() (time.Duration, string)) (runner.Result, string) {
 	tool := e.c.tool(a.Tool)
 	hctx, cancel := clock.ctx(ctx) // the attempt's heals: within what is left of the cap
 	defer cancel()
@@ -371,17 +372,22 @@ func (e *Engine) attempt(ctx context.Context, clock *capClock, name string, n in
 		}
 	}
 	h := e.checkTool(tool)
+	leftFor := "" // the later attempt a wait leaves its time to: "python3's planned 2.0s"
 	if !h.OK() && later != nil {
 		// A heal to wait for: leave a later attempt that is healthy now
 		// the time it is planned to take, so that it can still answer
 		// while the heal goes on in the background.
-		if reserve := later(); reserve > 0 {
+		if reserve, next := later(); reserve > 0 {
 			var cancel context.CancelFunc
 			hctx, cancel = context.WithDeadline(hctx, clock.deadline.Add(-reserve))
 			defer cancel()
+			leftFor = next + "'s planned " + secs(reserve)
 		}
 	}
 	real, err := e.healTool(hctx, tool, h, true)
+	if he := (*healingError)(nil); errors.As(err, &he) && leftFor != "" {
+		he.leftFor = leftFor
+	}
 	if err != nil {
 		return notRun(err, "binary missing and not healed")
 	}

@@ -320,8 +320,12 @@ var healCommand = &cli.Command{
 	BashComplete: completeNames,
 	Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
 		if spec := ctx.String("job"); spec != "" {
-			if err := e.RunJob(ctx.Context, spec); err != nil {
+			ok, err := e.RunJob(ctx.Context, spec)
+			switch {
+			case err != nil:
 				return cli.Exit(err.Error(), 1)
+			case !ok:
+				return cli.Exit("", 1) // the failure is in the job's record
 			}
 			return nil
 		}

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"cmp"
+	"slices"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
@@ -35,7 +36,7 @@ type Report struct {
 // printable (Go-quoted when they hold a control character).
 type Problem struct {
 	What string `json:"what"` // "tool llama-completion", "PATH order"
-	Fix  string `json:"fix"`  // "guard heal", "guard install", an export PATH line
+	Fix  string `json:"fix"`  // "guard heal", "guard heal --wait NAME", "guard install", an export PATH line
 }
 
 // ShimState is one entry of the shim folder: "ok", "missing", "dangling",
@@ -192,15 +193,33 @@ func (r *Report) problems() []Problem {
 	}
 	for _, t := range r.Tools {
 		if t.State != "ok" && t.State != "not-built" {
-			add("tool "+printable(t.Name), cmp.Or(t.Fix, fixHeal))
+			add("tool "+printable(t.Name), cmp.Or(t.Fix, r.waitFor(t.Name), fixHeal))
 		}
 	}
 	for _, m := range r.Models {
 		if !modelUsable(m.State) && m.State != "not-fetched" {
-			add("model "+printable(m.File), cmp.Or(m.Fix, fixHeal))
+			add("model "+printable(m.File), cmp.Or(m.Fix, r.waitFor(m.File), fixHeal))
 		}
 	}
 	return out
+}
+
+// waitFor is the command that waits for the heal running in the
+// background for name (a tool or a model file), "" when none runs: while
+// it runs, a second heal would only wait for it too.
+func (r *Report) waitFor(name string) string {
+	for _, h := range r.Healing {
+		if slices.Contains(h.Names, name) {
+			return h.Wait
+		}
+	}
+	return ""
+}
+
+// healingFix reports whether fix is the command that waits for a heal
+// running in the background.
+func (r *Report) healingFix(fix string) bool {
+	return slices.ContainsFunc(r.Healing, func(h HealingState) bool { return h.Wait == fix })
 }
 
 // notFetched names the tools never built and the models never fetched here.

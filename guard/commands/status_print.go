@@ -222,6 +222,10 @@ func (p *printer) headline(w io.Writer, r *Report) {
 	}
 	for _, fix := range fixes {
 		items := strings.Join(byFix[fix], ", ")
+		if r.healingFix(fix) {
+			fmt.Fprintf(w, "guard: %s: %s; run %s\n", p.mark(false, "healing in the background"), items, printable(fix))
+			continue
+		}
 		switch fix {
 		case fixHeal:
 			fmt.Fprintf(w, "guard: %s: %s; run guard heal\n", p.mark(false, "needs healing"), items)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ type documentedReport struct {
 	Healthy  bool `json:"healthy"`
 	Problems []struct {
 		What string `json:"what"`
-		Fix  string `json:"fix"`
+		Fix  string `json:"fix"` // guard heal, or guard heal --wait NAME while its heal runs in the background
 	} `json:"problems"`
 	NotFetched   []string `json:"not_fetched"`
 	Manifest     string   `json:"manifest"`
@@ -405,5 +406,33 @@ func TestStatusEscapesControlCharacters(t *testing.T) {
 	lines := strings.Count(text, "\n")
 	if want := 24; lines != want { // one a row, as without the control characters
 		t.Errorf("%d lines, want %d:\n%s", lines, want, text)
+	}
+}
+
+// While a heal runs in the background, what fixes its tool or model is
+// waiting for it, not a second heal: text and --json name guard heal
+// --wait NAME (docs/status-json.md); what no heal runs for keeps guard heal.
+func TestStatusFixOfWhatHealsInTheBackground(t *testing.T) {
+	r := &Report{
+		ShimDir: "/h/.shim", ShimDirFirst: true, Installed: true, Manifest: "/h/m.toml",
+		Tools:  []ToolState{{Name: "tool", State: "missing"}, {Name: "other", State: "missing"}},
+		Models: []ModelState{{File: "m.gguf", Path: "/h/m.gguf", State: "missing"}},
+		Healing: []HealingState{{What: "the build of demo", Names: []string{"tool"}, Wait: "guard heal --wait tool"},
+			{What: "the download of m.gguf", Names: []string{"m.gguf"}, Wait: "guard heal --wait m.gguf"}},
+	}
+	want := []Problem{{"tool tool", "guard heal --wait tool"}, {"tool other", "guard heal"}, {"model m.gguf", "guard heal --wait m.gguf"}}
+	if got := r.problems(); !slices.Equal(got, want) {
+		t.Errorf("problems: %v, want %v", got, want)
+	}
+	var out bytes.Buffer
+	(&printer{home: "/h"}).headline(&out, r)
+	for _, line := range []string{
+		"guard: healing in the background: tool tool; run guard heal --wait tool\n",
+		"guard: needs healing: tool other; run guard heal\n",
+		"guard: healing in the background: model m.gguf; run guard heal --wait m.gguf\n",
+	} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("headline lacks %q:\n%s", line, out.String())
+		}
 	}
 }

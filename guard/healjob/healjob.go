@@ -224,8 +224,9 @@ const maxMessage = 16 << 10
 
 // Finish records the heal's result: ok for a nil err, else failed with
 // err's message, whole (a download's reasons for each url are on the lines
-// after its first), cut at maxMessage.
-func (j *Job) Finish(err error) {
+// after its first), cut at maxMessage. It returns the error of writing
+// the record.
+func (j *Job) Finish(err error) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.rec.Result, j.rec.Message = "ok", ""
@@ -240,7 +241,7 @@ func (j *Job) Finish(err error) {
 	}
 	j.rec.End = time.Now()
 	j.rec.Updated = j.rec.End
-	_ = j.write()
+	return j.write()
 }
 
 // Close lets go of this process's hold on the lock. The call that started
