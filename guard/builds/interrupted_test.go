@@ -150,20 +150,8 @@ func TestScrubSurvivesASwappedFolder(t *testing.T) {
 // cut short and an executable without its x bit, both newer than their
 // inputs, so make alone would trust them forever.
 func TestBuildHealsInterruptedBuild(t *testing.T) {
-	requireCmake(t)
-	src := filepath.Join(t.TempDir(), "llama.cpp")
-	if err := copyTree(fixtureSrc, src); err != nil {
-		t.Fatal(err)
-	}
-	b, stderr, evs := newBuilder(t, "")
-	b.HealTimeout = 5 * time.Minute // a bound, not an expectation
-	rec := fixtureRecipe(src)
-	bin := filepath.Join(src, "build", "bin")
-	target := filepath.Join(bin, "llama-completion")
-	ctx := context.Background()
-	if err := b.Build(ctx, "llama-completion", rec, target); err != nil {
-		t.Fatalf("first build: %v\n%s", err, stderr.String())
-	}
+	f := builtFixture(t)
+	b, stderr, evs, rec, src, bin, target, ctx := f.b, f.stderr, f.evs, f.rec, f.src, f.bin, f.target, context.Background()
 	marker := b.MarkerPath("fixture")
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a finished build left its marker: %v", err)
@@ -494,20 +482,8 @@ func TestBuildGraceFromTheBuilder(t *testing.T) {
 // first (it is the recipe's own product, in its output folder), so the
 // build makes it again. Anything else without the bit stays.
 func TestBuildRelinksATargetLeftUnexecutable(t *testing.T) {
-	requireCmake(t)
-	src := filepath.Join(t.TempDir(), "llama.cpp")
-	if err := copyTree(fixtureSrc, src); err != nil {
-		t.Fatal(err)
-	}
-	b, stderr, _ := newBuilder(t, "")
-	b.HealTimeout = 5 * time.Minute // a bound, not an expectation
-	rec := fixtureRecipe(src)
-	bin := filepath.Join(src, "build", "bin")
-	target := filepath.Join(bin, "llama-completion")
-	ctx := context.Background()
-	if err := b.Build(ctx, "llama-completion", rec, target); err != nil {
-		t.Fatalf("first build: %v\n%s", err, stderr.String())
-	}
+	f := builtFixture(t)
+	b, stderr, rec, bin, target, ctx := f.b, f.stderr, f.rec, f.bin, f.target, context.Background()
 	notes := filepath.Join(bin, "notes.txt")
 	guardtest.WriteFile(t, notes, "mine\n", 0o644)
 	if err := os.Chmod(target, 0o644); err != nil {
@@ -529,4 +505,32 @@ func TestBuildRelinksATargetLeftUnexecutable(t *testing.T) {
 	if !strings.Contains(string(log), "removed "+target+" (the target, without its execute bit") {
 		t.Fatalf("the removal is not in the build log:\n%s", log)
 	}
+}
+
+// fixture is a copy of the CMake fixture built once by b.
+type fixture struct {
+	b        *builds.Builder
+	stderr   *guardtest.Buffer
+	evs      *guardtest.Recorder
+	rec      *manifest.Build
+	src, bin string // the copy, and its build/bin
+	target   string // its llama-completion
+}
+
+// builtFixture copies the CMake fixture and builds it once.
+func builtFixture(t *testing.T) fixture {
+	t.Helper()
+	requireCmake(t)
+	src := filepath.Join(t.TempDir(), "llama.cpp")
+	if err := copyTree(fixtureSrc, src); err != nil {
+		t.Fatal(err)
+	}
+	b, stderr, evs := newBuilder(t, "")
+	b.HealTimeout = 5 * time.Minute // a bound, not an expectation
+	f := fixture{b: b, stderr: stderr, evs: evs, rec: fixtureRecipe(src), src: src, bin: filepath.Join(src, "build", "bin")}
+	f.target = filepath.Join(f.bin, "llama-completion")
+	if err := b.Build(context.Background(), "llama-completion", f.rec, f.target); err != nil {
+		t.Fatalf("first build: %v\n%s", err, stderr.String())
+	}
+	return f
 }
