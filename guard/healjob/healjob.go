@@ -195,12 +195,14 @@ func (j *Job) Record() Record {
 	return j.rec
 }
 
-// SetPID records the pid of the detached heal.
+// SetPID notes the pid of the detached heal in this process's copy of the
+// record only. The heal writes its pid to the record itself (Adopt), and
+// may already have ended and written its result: a write from here would
+// put back a record without that result.
 func (j *Job) SetPID(pid int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.rec.PID = pid
-	_ = j.write()
 }
 
 // Progress records where the heal stands (progress.Observe calls it).

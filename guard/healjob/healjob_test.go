@@ -154,3 +154,27 @@ func TestFinishKeepsTheWholeMessage(t *testing.T) {
 		t.Fatalf("record after a failure: %+v %v", s, ok)
 	}
 }
+
+// A detached heal can end before the call that started it has heard its
+// pid (a remembered failure fails at once): the call recording that pid
+// afterwards must not overwrite the heal's result, or the waiting call
+// reads "ended without a result" and starts it again (seen in CI in
+// model_mismatch.txtar).
+func TestSetPIDAfterTheHealEndedKeepsItsResult(t *testing.T) {
+	dir := t.TempDir()
+	rec := healjob.Record{Key: healjob.Key("model", "/m/q.gguf"), What: "the download of q.gguf"}
+	call, err := healjob.Claim(dir, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heal, err := healjob.Adopt(dir, rec.Key, call.Lock()) // the detached heal's side
+	if err != nil {
+		t.Fatal(err)
+	}
+	heal.Finish(errors.New("remembered: guard tries again after 10m"))
+	call.SetPID(4242)
+	call.Close()
+	if s, ok := healjob.Look(dir, rec.Key); !ok || s.Result != "failed" || s.Message != "remembered: guard tries again after 10m" {
+		t.Fatalf("record after the call's SetPID: %+v %v", s, ok)
+	}
+}
