@@ -25,11 +25,7 @@ import (
 // guard for that machine; the one for this machine runs and says the
 // version and commit it was stamped with.
 func check(dist string, arches []string, out io.Writer) error {
-	m, err := readMeta(dist)
-	if err != nil {
-		return err
-	}
-	sums, err := readChecksums(dist)
+	m, sums, err := readRelease(dist)
 	if err != nil {
 		return err
 	}

@@ -64,6 +64,18 @@ func readMeta(dist string) (meta, error) {
 	return m, nil
 }
 
+// readRelease reads what every step after goreleaser starts from: the
+// version and commit (metadata.json) and each file's sha256
+// (checksums.txt).
+func readRelease(dist string) (meta, map[string]string, error) {
+	m, err := readMeta(dist)
+	if err != nil {
+		return m, nil, err
+	}
+	sums, err := readChecksums(dist)
+	return m, sums, err
+}
+
 var sumLine = regexp.MustCompile(`^([0-9a-f]{64})  ([^/\s]+)$`)
 
 // readChecksums parses checksums.txt: file name to sha256.

@@ -44,11 +44,7 @@ type packageJSON struct {
 // archive, checked against checksums.txt), each a folder for npm pack or
 // npm publish.
 func writeNPM(dist string, arches []string, out io.Writer) error {
-	m, err := readMeta(dist)
-	if err != nil {
-		return err
-	}
-	sums, err := readChecksums(dist)
+	m, sums, err := readRelease(dist)
 	if err != nil {
 		return err
 	}

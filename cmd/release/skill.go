@@ -43,11 +43,7 @@ const metadataKey = "metadata: "
 // version, go install at vVERSION) and, first, a verified download per
 // machine carrying the archive's sha256 from checksums.txt.
 func writeSkill(dist, skill string, out io.Writer) error {
-	m, err := readMeta(dist)
-	if err != nil {
-		return err
-	}
-	sums, err := readChecksums(dist)
+	m, sums, err := readRelease(dist)
 	if err != nil {
 		return err
 	}
