@@ -252,29 +252,7 @@ func TestRealLlama(t *testing.T) {
 		}
 		build := filepath.Join(root, "build")
 		original := snapshot(t, build)
-		dir := t.TempDir()
-		copied := filepath.Join(dir, "build")
-		start := time.Now()
-		if out, err := exec.Command("cp", "-a", build, copied).CombinedOutput(); err != nil {
-			t.Fatalf("copy the build folder: %v\n%s", err, out)
-		}
-		t.Logf("copy of %s: %d MB in %s", build, sizeOf(t, copied)>>20, time.Since(start).Round(time.Millisecond))
-		// Evict the file behind libggml-cpu.so: no binary names it; it is
-		// reached only through libggml.so, deep in the chain.
-		lib, err := filepath.EvalSymlinks(filepath.Join(copied, "bin", "libggml-cpu.so"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Remove(lib); err != nil {
-			t.Fatal(err)
-		}
-
-		b := newFaultEnv(t, realLlamaManifest(root, model, true)).With("GUARD_CACHE=off")
-		mpath := filepath.Join(b.Home, "models", "tiny.gguf")
-		guardtest.WriteFile(t, mpath, string(model), 0o644)
-		call := func(prompt string) faultResult {
-			return b.underMount("bind", build, copied, "llama-completion", "-m", mpath, "-p", prompt, "-n", "8")
-		}
+		b, _, lib, call := relinkOnACopy(t, root, model, build)
 		r := call("after the rebuild")
 		if r.Code != 0 || r.Stdout == "" {
 			t.Fatalf("%s\nbuild log tail:\n%s", r, tail(filepath.Join(b.StateDir, "builds", "llama-cpp.log"), 30))
@@ -310,24 +288,8 @@ func TestRealLlama(t *testing.T) {
 		}
 		build := filepath.Join(root, "build")
 		original := snapshot(t, build)
-		copied := filepath.Join(t.TempDir(), "build")
-		if out, err := exec.Command("cp", "-a", build, copied).CombinedOutput(); err != nil {
-			t.Fatalf("copy the build folder: %v\n%s", err, out)
-		}
 		// A relink to start with, so that a good build fills the stash.
-		lib, err := filepath.EvalSymlinks(filepath.Join(copied, "bin", "libggml-cpu.so"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Remove(lib); err != nil {
-			t.Fatal(err)
-		}
-		b := newFaultEnv(t, realLlamaManifest(root, model, true)).With("GUARD_CACHE=off")
-		mpath := filepath.Join(b.Home, "models", "tiny.gguf")
-		guardtest.WriteFile(t, mpath, string(model), 0o644)
-		call := func(prompt string) faultResult {
-			return b.underMount("bind", build, copied, "llama-completion", "-m", mpath, "-p", prompt, "-n", "8")
-		}
+		b, copied, _, call := relinkOnACopy(t, root, model, build)
 		if r := call("build and stash"); r.Code != 0 || r.Stdout == "" {
 			t.Fatalf("%s\nbuild log tail:\n%s", r, tail(filepath.Join(b.StateDir, "builds", "llama-cpp.log"), 30))
 		}
@@ -468,6 +430,36 @@ func TestRealLlamaColdBuild(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return lines[len(lines)-1]
+}
+
+// relinkOnACopy copies GUARD_REAL_LLAMA's build folder (timed and sized in
+// the log) and evicts from the copy the file behind libggml-cpu.so: no
+// binary names it, it is reached only through libggml.so, deep in the
+// chain. call runs llama-completion on the tiny model in a mount namespace
+// where the copy is bound over build, with the real recipe, which relinks
+// the copy.
+func relinkOnACopy(t *testing.T, root string, model []byte, build string) (b *faultEnv, copied, lib string, call func(prompt string) faultResult) {
+	t.Helper()
+	copied = filepath.Join(t.TempDir(), "build")
+	start := time.Now()
+	if out, err := exec.Command("cp", "-a", build, copied).CombinedOutput(); err != nil {
+		t.Fatalf("copy the build folder: %v\n%s", err, out)
+	}
+	t.Logf("copy of %s: %d MB in %s", build, sizeOf(t, copied)>>20, time.Since(start).Round(time.Millisecond))
+	lib, err := filepath.EvalSymlinks(filepath.Join(copied, "bin", "libggml-cpu.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(lib); err != nil {
+		t.Fatal(err)
+	}
+	b = newFaultEnv(t, realLlamaManifest(root, model, true)).With("GUARD_CACHE=off")
+	mpath := filepath.Join(b.Home, "models", "tiny.gguf")
+	guardtest.WriteFile(t, mpath, string(model), 0o644)
+	call = func(prompt string) faultResult {
+		return b.underMount("bind", build, copied, "llama-completion", "-m", mpath, "-p", prompt, "-n", "8")
+	}
+	return b, copied, lib, call
 }
 
 // runOpenStdin is e.Run with stdin a pipe nobody writes to or closes, as
