@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/guard/runner"
+	"github.com/sandbox-guard/guard/guard/sign"
 	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -129,7 +131,16 @@ func (e *Engine) builder() *builds.Builder {
 
 // Stash is the stash of builds in guard's state folder.
 func (e *Engine) Stash() *stash.Store {
-	return &stash.Store{Dir: e.c.State().Stash(), MaxBytes: e.c.M.Stash.MaxBytes}
+	// The manifest's keys were checked when it was read: one that is not
+	// a key is reported there, not trusted here.
+	trusted, _ := sign.ParseTrusted(e.c.M.Stash.TrustedKeys)
+	return &stash.Store{Dir: e.c.State().Stash(), MaxBytes: e.c.M.Stash.MaxBytes, Trusted: trusted}
+}
+
+// StashSecretKey is the file of the key that signs exported entries:
+// [stash] secret_key, else ~/.config/guard/stash.sec.
+func (e *Engine) StashSecretKey() string {
+	return cmp.Or(e.c.M.Stash.SecretKey, filepath.Join(filepath.Dir(manifest.UserPath(e.c.Home)), "stash.sec"))
 }
 
 // StashKey is the key a build of rec would be stashed under now.

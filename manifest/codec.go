@@ -171,6 +171,8 @@ func encodeTop(e *encoder, m *Manifest) {
 	e.int(m.Cache.MaxBytes)
 	e.int(int64(m.Cache.TTL))
 	e.int(m.Stash.MaxBytes)
+	e.strs(m.Stash.TrustedKeys)
+	e.str(m.Stash.SecretKey)
 	if m.Self == nil {
 		e.uint(0)
 	} else {
@@ -197,6 +199,8 @@ func decodeTop(d *decoder, m *Manifest) {
 	m.Cache.MaxBytes = d.int()
 	m.Cache.TTL = Duration(d.int())
 	m.Stash.MaxBytes = d.int()
+	m.Stash.TrustedKeys = d.strs()
+	m.Stash.SecretKey = d.str()
 	if d.uint() == 1 {
 		m.Self = &Self{URLs: d.strs(), SHA256: d.str()}
 	}

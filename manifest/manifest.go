@@ -158,6 +158,14 @@ type CacheConf struct {
 // survives a 128 MB snapshot cap.
 type StashConf struct {
 	MaxBytes int64 `toml:"max_bytes"`
+	// TrustedKeys are the public keys (NAME:BASE64, ed25519) whose
+	// signatures make an entry from a shared source usable: an entry from
+	// stash_from is code every machine of a fleet runs (docs/stash.md,
+	// "Signed entries").
+	TrustedKeys []string `toml:"trusted_keys,omitempty"`
+	// SecretKey is the file of the key that signs what `guard stash
+	// export` writes; "" = ~/.config/guard/stash.sec when it exists.
+	SecretKey string `toml:"secret_key,omitempty"`
 }
 
 // Tool returns the tool named name, or nil.

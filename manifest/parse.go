@@ -162,6 +162,7 @@ func (m *Manifest) expand(home string) {
 	m.ShimDir = x(m.ShimDir)
 	m.ModelsDir = x(m.ModelsDir)
 	m.StateDir = x(m.StateDir)
+	m.Stash.SecretKey = x(m.Stash.SecretKey)
 	for _, b := range m.Builds {
 		b.Dir = x(b.Dir)
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+
+	"github.com/sandbox-guard/guard/guard/sign"
 )
 
 // checker collects every validation error of one manifest. The key index
@@ -135,6 +137,11 @@ func (c *checker) check(m *Manifest) {
 	}
 	if m.Stash.MaxBytes < 0 {
 		c.errorf(path("stash", "max_bytes"), "must not be negative")
+	}
+	for i, k := range m.Stash.TrustedKeys {
+		if _, err := sign.ParsePublic(k); err != nil {
+			c.errorf(path("stash", "trusted_keys").index(i), "%v (guard stash keygen prints one)", err)
+		}
 	}
 	if m.Self != nil {
 		c.self(m.Self)

@@ -463,8 +463,8 @@ var cacheCommand = &cli.Command{
 
 var stashCommand = &cli.Command{
 	Name:      "stash",
-	Usage:     "list the stash of builds, or export it for other machines",
-	UsageText: usage("guard stash list [--json] | guard stash export DIR", "guard stash export /mnt/shared/guard-stash"),
+	Usage:     "list the stash of builds, or export it, signed, for other machines",
+	UsageText: usage("guard stash list [--json] | guard stash export DIR | guard stash keygen [NAME] | guard stash key BUILD", "guard stash export /mnt/shared/guard-stash"),
 	Subcommands: []*cli.Command{
 		{
 			Name:      "list",
@@ -479,13 +479,38 @@ var stashCommand = &cli.Command{
 		},
 		{
 			Name:      "export",
-			Usage:     "copy every entry, checked, into DIR with an index: a stash_from source",
+			Usage:     "copy every entry, checked and signed, into DIR with an index: a stash_from source",
 			UsageText: usage("guard stash export DIR", "guard stash export /mnt/shared/guard-stash"),
 			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
 				if ctx.NArg() != 1 {
 					return cli.Exit("stash export needs one folder: guard stash export DIR", 2)
 				}
 				return commands.StashExport(e, e.Config().Stdout, ctx.Args().First())
+			}),
+		},
+		{
+			Name:      "key",
+			Usage:     "the key a build of BUILD would be stashed under now, and every input it is made of",
+			UsageText: usage("guard stash key [--json] BUILD", "guard stash key llama-cpp"),
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in docs/stash.md)"},
+			},
+			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+				if ctx.NArg() != 1 {
+					return cli.Exit("stash key needs one build recipe: guard stash key BUILD", 2)
+				}
+				return commands.StashKey(e, e.Config().Stdout, ctx.Args().First(), ctx.Bool("json"))
+			}),
+		},
+		{
+			Name:      "keygen",
+			Usage:     "make the key pair that signs exported entries; prints the public key to trust",
+			UsageText: usage("guard stash keygen [NAME]", "guard stash keygen fleet-1"),
+			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+				if ctx.NArg() > 1 {
+					return cli.Exit("stash keygen takes at most one name: guard stash keygen [NAME]", 2)
+				}
+				return commands.StashKeygen(e, e.Config().Stdout, ctx.Args().First())
 			}),
 		},
 	},

@@ -3,14 +3,20 @@ package commands
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard"
+	"github.com/sandbox-guard/guard/guard/sign"
 	"github.com/sandbox-guard/guard/guard/stash"
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -107,21 +113,99 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// StashExport is `guard stash export DIR`: the stash's entries, checked,
-// into DIR with an index, for other machines' stash_from.
+// StashExport is `guard stash export DIR`: the stash's entries, checked
+// and signed by the stash's secret key, into DIR with an index, for other
+// machines' stash_from (docs/stash.md, "Signed entries").
 func StashExport(e *guard.Engine, out io.Writer, dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
-	n, err := e.Stash().Export(abs)
+	keyFile := e.StashSecretKey()
+	key, err := sign.ReadSecretFile(keyFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no secret key at %s to sign the entries with (other machines use only signed ones): make one with guard stash keygen", keyFile)
+	}
+	if err != nil {
+		return fmt.Errorf("cannot read the secret key: %w", err)
+	}
+	n, err := e.Stash().Export(abs, key)
 	if err != nil {
 		return fmt.Errorf("cannot export the stash to %s: %w", abs, err)
 	}
-	entries := "entries"
-	if n == 1 {
-		entries = "entry"
-	}
-	fmt.Fprintf(out, "exported %d stash %s to %s\nother machines restore from it with stash_from = [%q] in their [builds.NAME]\n", n, entries, abs, "file://"+abs)
+	fmt.Fprintf(out, "exported %s to %s, signed by %s\nother machines restore from it with stash_from = [%q] in their [builds.NAME]\nand trusted_keys = [%q] in their [stash]\n",
+		fmt.Sprintf("%d %s", n, plural(n, "stash entry", "stash entries")), abs, key.Name, "file://"+abs, key.Public().String())
 	return nil
+}
+
+// StashKeygen is `guard stash keygen [NAME]`: a new key pair to sign the
+// entries a fleet shares. The secret key goes to a new file, mode 0600
+// (an existing one is never replaced); the public key is printed, with
+// the manifest line that trusts it, and written beside it as NAME.pub.
+func StashKeygen(e *guard.Engine, out io.Writer, name string) error {
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "guard"
+		}
+		name = host + "-1"
+	}
+	key, err := sign.Generate(name)
+	if err != nil {
+		return err
+	}
+	file := e.StashSecretKey()
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return err
+	}
+	if err := sign.WriteSecretFile(file, key); err != nil {
+		return err
+	}
+	pub := strings.TrimSuffix(file, filepath.Ext(file)) + ".pub"
+	if err := state.Replace(pub, []byte(key.Public().String()+"\n"), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "secret key: %s (keep it on the machines that export; mode 0600)\npublic key: %s\ntrust it on every machine of the fleet, in the manifest:\n\n[stash]\ntrusted_keys = [%q]\n",
+		file, pub, key.Public().String())
+	return nil
+}
+
+// StashKeyReport is `guard stash key BUILD --json`.
+type StashKeyReport struct {
+	Recipe string        `json:"recipe"`
+	Key    string        `json:"key"`
+	Inputs []stash.Input `json:"inputs"`
+	// Entry says whether the local stash has an entry of this key.
+	Entry bool `json:"entry"`
+}
+
+// StashKey is `guard stash key BUILD`: the key a build of the recipe would
+// be stashed under now, and every input it was made of (docs/stash.md,
+// "The key"), so that a miss can be explained: run it where the entry was
+// made and where it is missed, and compare.
+func StashKey(e *guard.Engine, out io.Writer, name string, asJSON bool) error {
+	rec := e.Config().M.Build(name)
+	if rec == nil {
+		return fmt.Errorf("no build recipe %q in the manifest ([builds.NAME])", name)
+	}
+	key, err := e.StashKey(context.Background(), rec)
+	if err != nil {
+		return fmt.Errorf("cannot compute the key of %s: %w", name, err)
+	}
+	items, _ := e.Stash().List()
+	r := StashKeyReport{Recipe: name, Key: key.Sum, Inputs: key.Inputs, Entry: matching(items, name, key.Sum)}
+	if r.Inputs == nil {
+		r.Inputs = []stash.Input{}
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(out, "%s key %s (a local entry matches: %s)\n", name, key.Sum, yesNo(r.Entry))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, in := range key.Inputs {
+		fmt.Fprintf(tw, "  %s\t%s\n", in.Name, in.Value)
+	}
+	return tw.Flush()
 }

@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,13 +23,23 @@ import (
 )
 
 // Key is what decides a build's result, hashed: the steps, the source
-// revision, the C and C++ compilers' versions and the CPU's flags (a
-// -DGGML_NATIVE=ON build is compiled for this CPU). Source and Compiler
-// are kept readable for `guard stash list`.
+// revision (with what git ignores and the submodules' own edits), the
+// build's environment (CFLAGS and the like), the C and C++ compilers'
+// versions and the CPU as the compiler sees it for -march=native (a
+// -DGGML_NATIVE=ON build is compiled for this CPU). docs/stash.md, "The
+// key", lists what it covers and what it cannot see. Source and Compiler
+// are kept readable for `guard stash list`; Inputs for `guard stash key`.
 type Key struct {
 	Sum      string // hex sha256 of everything below
 	Source   string // "git REV", "git REV dirty HASH" or "files HASH"
 	Compiler string // the first line of the C compiler's --version
+	Inputs   []Input
+}
+
+// Input is one part of a key as `guard stash key` shows it.
+type Input struct {
+	Name  string `json:"name"` // "steps", "source", "dirty", "untracked", "ignored", "submodule", "env", "cc", "c++", "cpu", "left out"
+	Value string `json:"value"`
 }
 
 // KeyInput is what MakeKey reads.
@@ -47,48 +59,107 @@ const probeTimeout = 30 * time.Second
 // MakeKey computes the key of a build of in.Dir by in.Steps on this
 // machine. It fails only when the sources cannot be read.
 func MakeKey(ctx context.Context, in KeyInput) (Key, error) {
-	source, err := sourceRevision(ctx, in)
+	var inputs []Input
+	leftOut := 0
+	note := func(name, value string) {
+		if name == "left out" {
+			if leftOut++; leftOut > maxLeftOutShown {
+				return // a node_modules lists thousands: the count says the rest
+			}
+		}
+		inputs = append(inputs, Input{name, value})
+	}
+	steps, _ := json.Marshal(in.Steps)
+	note("steps", string(steps))
+	source, err := sourceRevision(ctx, in, note)
 	if err != nil {
 		return Key{}, err
 	}
+	env := buildEnv(in.Env)
+	for _, kv := range env {
+		note("env", kv)
+	}
 	cc, cxx := compilers(in)
 	ccV, cxxV := compilerVersion(ctx, cc, in.Env), compilerVersion(ctx, cxx, in.Env)
-	steps, _ := json.Marshal(in.Steps)
+	first, _, _ := strings.Cut(ccV, "\n")
+	firstCXX, _, _ := strings.Cut(cxxV, "\n")
+	note("cc", cc+": "+first)
+	note("c++", cxx+": "+firstCXX)
+	cpu := cpuTarget(ctx, cc, in.Env)
+	note("cpu", cpu)
 	h := sha256.New()
-	for _, part := range []string{"guard-stash-key 1", string(steps), source, ccV, cxxV, cpuFlags()} {
+	for _, part := range []string{"guard-stash-key 2", string(steps), source, strings.Join(env, "\n"), ccV, cxxV, cpu} {
 		fmt.Fprintf(h, "%d\n%s\n", len(part), part)
 	}
-	first, _, _ := strings.Cut(ccV, "\n")
-	return Key{Sum: hex.EncodeToString(h.Sum(nil)), Source: source, Compiler: first}, nil
+	if leftOut > maxLeftOutShown {
+		inputs = append(inputs, Input{"left out", fmt.Sprintf("and %d more", leftOut-maxLeftOutShown)})
+	}
+	inputs = append([]Input{{"source", source}}, inputs...)
+	return Key{Sum: hex.EncodeToString(h.Sum(nil)), Source: source, Compiler: first, Inputs: inputs}, nil
 }
+
+// buildEnv is the part of the build's environment that changes what it
+// makes, sorted: the flags every build system reads (CFLAGS, CXXFLAGS,
+// CPPFLAGS, LDFLAGS), CC and CXX whole (CC="gcc -m32" is another build
+// than gcc), and every CMAKE_* variable CMake reads at configure time,
+// but CMAKE_BUILD_PARALLEL_LEVEL, a job count, which does not.
+func buildEnv(env []string) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	seen := map[string]string{}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "CMAKE_BUILD_PARALLEL_LEVEL":
+		case strings.HasPrefix(name, "CMAKE_"), slices.Contains(flagVars, name):
+			seen[name] = kv // the last one wins, as for a process
+		}
+	}
+	out := slices.Collect(maps.Values(seen))
+	slices.Sort(out)
+	return out
+}
+
+// maxLeftOutShown bounds the files Inputs names as left out of the key.
+const maxLeftOutShown = 20
+
+var flagVars = []string{"CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "CC", "CXX"}
 
 // sourceRevision is git's HEAD, plus a hash of what is not committed
 // (`git status --porcelain`, the diff against HEAD and the untracked files'
 // contents, the output folders left out), or where there is no git a hash
 // of the source files' names, sizes and contents.
-func sourceRevision(ctx context.Context, in KeyInput) (string, error) {
+func sourceRevision(ctx context.Context, in KeyInput, note func(name, value string)) (string, error) {
 	if git, ok := resolve.LookPath("git", envValue(in.Env, "PATH")); ok {
 		// One run gives both: the checkout's top (git status names
 		// files from there, even when dir is a folder inside it) and HEAD.
 		if out, err := runGit(ctx, git, in, "rev-parse", "--show-toplevel", "HEAD"); err == nil {
 			if top, rev, ok := strings.Cut(strings.TrimSpace(out), "\n"); ok {
-				return gitDirty(ctx, git, in, top, rev)
+				return gitDirty(ctx, git, in, top, rev, note)
 			}
 		}
 	}
-	sum, err := hashTree(in.Dir, in.Outputs)
+	sum, err := hashTree(in.Dir, in.Outputs, note)
 	if err != nil {
 		return "", fmt.Errorf("hash the sources in %s: %w", in.Dir, err)
 	}
 	return "files " + sum, nil
 }
 
-func gitDirty(ctx context.Context, git string, in KeyInput, top, rev string) (string, error) {
+// gitDirty is "git REV", or "git REV dirty HASH" where HASH covers what
+// git status lists below dir (the output folders left out): each record,
+// the diff against HEAD, and the contents of the untracked files, of the
+// files .gitignore names (a local.cmake the CMakeLists.txt includes is
+// as much a source as a tracked one) and of each changed submodule's own
+// revision, computed the same way. Files that are not sources
+// (notSource, notSourcePath) are left out, name and content.
+func gitDirty(ctx context.Context, git string, in KeyInput, top, rev string, note func(name, value string)) (string, error) {
 	spec := []string{"--", "."}
 	for _, out := range in.Outputs {
 		spec = append(spec, ":(exclude)"+out)
 	}
-	status, err := runGit(ctx, git, in, append([]string{"status", "--porcelain=v1", "-z", "--untracked-files=all"}, spec...)...)
+	status, err := runGit(ctx, git, in, append([]string{"status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored"}, spec...)...)
 	if err != nil {
 		return "", fmt.Errorf("git status in %s: %w", in.Dir, err)
 	}
@@ -100,25 +171,79 @@ func gitDirty(ctx context.Context, git string, in KeyInput, top, rev string) (st
 		return "", fmt.Errorf("git diff in %s: %w", in.Dir, err)
 	}
 	h := sha256.New()
-	var untracked []string
+	var contents []string // untracked and ignored files, hashed whole
+	var submodules []string
 	for _, rec := range strings.Split(status, "\x00") {
-		name, ok := strings.CutPrefix(rec, "?? ")
-		if ok && notSource(filepath.Join(top, name)) {
-			continue // a model or an archive beside the sources: see notSource
+		if rec == "" {
+			continue
+		}
+		// "XY PATH", X or Y a space; a rename's old path follows as a
+		// record of its own, which is hashed as it is.
+		var xy, name string
+		if len(rec) > 3 && rec[2] == ' ' {
+			xy, name = rec[:2], rec[3:]
+		}
+		full := filepath.Join(top, name)
+		switch {
+		case xy == "??" || xy == "!!":
+			if notSourcePath(name) || notSource(full) {
+				note("left out", name)
+				continue
+			}
+			contents = append(contents, name)
+			note(map[string]string{"??": "untracked", "!!": "ignored"}[xy], name)
+		case xy != "" && isSubmodule(full):
+			submodules = append(submodules, name)
+		case xy != "":
+			note("dirty", xy+" "+name)
 		}
 		io.WriteString(h, rec+"\x00")
-		if ok {
-			untracked = append(untracked, name)
-		}
 	}
-	if len(untracked) == 0 && diff == "" {
+	if len(contents) == 0 && len(submodules) == 0 && diff == "" {
 		return "git " + rev, nil // dirty only by files that are not sources
 	}
 	io.WriteString(h, diff)
-	for _, name := range untracked {
+	for _, name := range contents {
 		hashFile(h, filepath.Join(top, name))
 	}
+	for _, name := range submodules {
+		sub := KeyInput{Dir: filepath.Join(top, name), Env: in.Env}
+		rev, err := sourceRevision(ctx, sub, func(string, string) {})
+		if err != nil {
+			return "", fmt.Errorf("submodule %s: %w", name, err)
+		}
+		note("submodule", name+": "+rev)
+		fmt.Fprintf(h, "submodule %q %s\n", name, rev)
+	}
 	return "git " + rev + " dirty " + hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// isSubmodule reports whether p is the folder of a git submodule (its
+// .git a file or a folder of its own).
+func isSubmodule(p string) bool {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	_, err = os.Lstat(filepath.Join(p, ".git"))
+	return err == nil
+}
+
+// notSourcePath reports whether the slash path rel lies in what tools
+// make beside the sources and no build reads: Python's byte code and the
+// caches and environments of Python and node. Running a convert script
+// of llama.cpp writes __pycache__, which must not make the stash miss.
+func notSourcePath(rel string) bool {
+	if strings.HasSuffix(rel, ".pyc") {
+		return true
+	}
+	for _, part := range strings.Split(rel, "/") {
+		switch part {
+		case "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "node_modules", ".venv", "venv":
+			return true
+		}
+	}
+	return false
 }
 
 // maxSourceBytes is the size from which a file beside the sources is not
@@ -151,9 +276,9 @@ func runGit(ctx context.Context, git string, in KeyInput, args ...string) (strin
 }
 
 // hashTree hashes every file below dir but the output folders, .git and
-// files too large to be sources (maxSourceBytes), in lexical order: its
+// files that are not sources (maxSourceBytes, notSourcePath), in lexical order: its
 // path, its size and its content's sha256 (a symlink's target instead).
-func hashTree(dir string, outputs []string) (string, error) {
+func hashTree(dir string, outputs []string, note func(name, value string)) (string, error) {
 	skip := map[string]bool{".git": true}
 	for _, o := range outputs {
 		skip[filepath.Clean(o)] = true
@@ -167,6 +292,13 @@ func hashTree(dir string, outputs []string) (string, error) {
 		if d.IsDir() && skip[rel] {
 			return filepath.SkipDir
 		}
+		if rel != "." && notSourcePath(filepath.ToSlash(rel)) {
+			note("left out", filepath.ToSlash(rel))
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		switch {
 		case d.Type()&fs.ModeSymlink != 0:
 			target, _ := os.Readlink(p)
@@ -177,6 +309,7 @@ func hashTree(dir string, outputs []string) (string, error) {
 				return err
 			}
 			if fi.Size() >= maxSourceBytes {
+				note("left out", filepath.ToSlash(rel))
 				return nil // not a source: see maxSourceBytes
 			}
 			fmt.Fprintf(h, "%q %d ", rel, fi.Size())
@@ -271,6 +404,62 @@ func compilerVersion(ctx context.Context, compiler string, env []string) string 
 		return "none"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// cpuTarget is the CPU as the C compiler cc resolves -march=native:
+// gcc's cc1 options (-march=rocketlake -mavx2 -mno-xop …), clang's
+// -target-cpu and -target-feature list. That, not /proc/cpuinfo's flags,
+// is what a native build is compiled for, so two machines of a fleet whose
+// kernels list other flags (a microcode bug, a hypervisor's) for the same
+// CPU share entries. A compiler that cannot say falls back to the flags
+// line of /proc/cpuinfo, which is stricter.
+func cpuTarget(ctx context.Context, cc string, env []string) string {
+	path := cc
+	if !filepath.IsAbs(path) {
+		var ok bool
+		if path, ok = resolve.LookPath(cc, envValue(env, "PATH")); !ok {
+			return "flags " + cpuFlags()
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	// -### prints the commands it would run, with the options native
+	// resolved to, and runs none of them.
+	cmd := exec.CommandContext(ctx, path, "-march=native", "-###", "-E", "-x", "c", os.DevNull)
+	cmd.Env = env
+	out, _ := cmd.CombinedOutput()
+	if t := nativeTarget(string(out)); t != "" {
+		return "native " + t
+	}
+	return "flags " + cpuFlags()
+}
+
+// nativeTarget reads the options -march=native became from the output of
+// `cc -march=native -###`: gcc's -march=, -mtune= and -m options of cc1,
+// or clang's -target-cpu and -target-feature values; "" when it has none.
+func nativeTarget(out string) string {
+	var opts []string
+	for _, line := range strings.Split(out, "\n") {
+		fields := strings.Fields(strings.ReplaceAll(line, `"`, ""))
+		if len(fields) == 0 || !strings.HasSuffix(fields[0], "cc1") && !slices.Contains(fields, "-target-cpu") {
+			continue
+		}
+		for i, f := range fields {
+			switch {
+			case f == "-target-cpu" || f == "-target-feature":
+				if i+1 < len(fields) {
+					opts = append(opts, f+"="+fields[i+1])
+				}
+			case strings.HasPrefix(f, "-march=") || strings.HasPrefix(f, "-mtune=") ||
+				strings.HasPrefix(f, "-m") && !strings.Contains(f, "=") && f != "-march=native":
+				opts = append(opts, f)
+			}
+		}
+		if len(opts) > 0 {
+			break
+		}
+	}
+	return strings.Join(opts, " ")
 }
 
 // cpuFlags is the first flags line of /proc/cpuinfo (Features on arm64).

@@ -38,13 +38,157 @@ func TestKeyFollowsSourcesNotOutputs(t *testing.T) {
 	if steps.Sum == keyOf(t, dir).Sum {
 		t.Errorf("other steps kept the key")
 	}
+}
+
+// The CPU part of the key is what the compiler makes of -march=native,
+// so machines whose kernels list other flags for the same CPU share
+// entries, and another CPU misses; a compiler that cannot say falls back
+// to /proc/cpuinfo's flags.
+func TestKeyCPUIsWhatNativeResolvesTo(t *testing.T) {
+	bin := t.TempDir()
+	// gcc -### prints the cc1 command with the options native became.
+	cc := "#!/bin/sh\ncase \"$*\" in *-###*) [ -n \"$MARCH\" ] && echo \" /usr/lib/gcc/x/12/cc1 -E -quiet /dev/null \\\"-march=$MARCH\\\" -mavx2 -mno-xop --param l1-cache-size=48\" >&2;; *) echo 'gcc 12';; esac\n"
+	write(t, filepath.Join(bin, "cc"), cc, 0o755)
+	write(t, filepath.Join(bin, "c++"), "#!/bin/sh\necho 'g++ 12'\n", 0o755)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
 	old := cpuInfo
 	defer func() { cpuInfo = old }()
-	before := keyOf(t, dir)
-	cpuInfo = filepath.Join(dir, "cpuinfo")
-	os.WriteFile(cpuInfo, []byte("processor\t: 0\nflags\t\t: fpu sse2\n"), 0o644)
-	if k := keyOf(t, dir); k.Sum == before.Sum {
-		t.Errorf("other CPU flags kept the key")
+	cpuInfo = filepath.Join(t.TempDir(), "cpuinfo")
+	setFlags := func(flags string) {
+		os.WriteFile(cpuInfo, []byte("processor\t: 0\nflags\t\t: "+flags+"\n"), 0o644)
+	}
+	key := func(march string) Key {
+		t.Helper()
+		k, err := MakeKey(context.Background(), KeyInput{Steps: [][]string{{"make"}}, Dir: dir, Env: []string{"PATH=" + bin, "MARCH=" + march}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	setFlags("fpu sse2 avx2")
+	first := key("skylake")
+	if cpu := inputOf(first, "cpu"); cpu != "native -march=skylake -mavx2 -mno-xop" {
+		t.Fatalf("cpu input %q", cpu)
+	}
+	setFlags("fpu sse2 avx2 hypervisor md_clear")
+	if k := key("skylake"); k.Sum != first.Sum {
+		t.Errorf("other cpuinfo flags for the same native target changed the key")
+	}
+	if k := key("znver4"); k.Sum == first.Sum {
+		t.Errorf("another native target kept the key")
+	}
+	noNative := key("")
+	if cpu := inputOf(noNative, "cpu"); !strings.HasPrefix(cpu, "flags fpu sse2") {
+		t.Fatalf("a compiler that cannot say: cpu input %q, want /proc/cpuinfo's flags", cpu)
+	}
+	setFlags("fpu sse2")
+	if k := key(""); k.Sum == noNative.Sum {
+		t.Errorf("with no native target, other cpuinfo flags kept the key")
+	}
+}
+
+func inputOf(k Key, name string) string {
+	var vals []string
+	for _, in := range k.Inputs {
+		if in.Name == name {
+			vals = append(vals, in.Value)
+		}
+	}
+	return strings.Join(vals, "; ")
+}
+
+// CFLAGS and the like, and CMake's own variables, change what a build
+// makes: another value misses. A job count does not.
+func TestKeyHasTheBuildEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
+	key := func(env ...string) Key {
+		t.Helper()
+		k, err := MakeKey(context.Background(), KeyInput{Steps: [][]string{{"make"}}, Dir: dir, Env: append([]string{"PATH=" + os.Getenv("PATH")}, env...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	plain := key()
+	for _, env := range []string{"CFLAGS=-DX=1", "CXXFLAGS=-O0", "LDFLAGS=-static", "CPPFLAGS=-DY", "CMAKE_BUILD_TYPE=Debug", "CC=cc -m32"} {
+		if k := key(env); k.Sum == plain.Sum {
+			t.Errorf("%s kept the key", env)
+		}
+	}
+	if k := key("CFLAGS=-DX=1"); inputOf(k, "env") != "CFLAGS=-DX=1" {
+		t.Errorf("env input %q", inputOf(k, "env"))
+	}
+	if k := key("CMAKE_BUILD_PARALLEL_LEVEL=8", "HOME=/elsewhere"); k.Sum != plain.Sum {
+		t.Errorf("a job count or an unrelated variable changed the key")
+	}
+}
+
+// A file .gitignore names is still read by the build (a local.cmake the
+// CMakeLists.txt includes): an edit of it misses. What tools write beside
+// the sources (Python's __pycache__) does not.
+func TestKeyHasIgnoredFiles(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is not installed; this test needs it: apt-get install -y git")
+	}
+	dir := t.TempDir()
+	git := gitIn(t, dir)
+	git("init", "-q")
+	os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("local.cmake\n__pycache__/\nbuild/\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "CMakeLists.txt"), []byte("include(local.cmake OPTIONAL)\n"), 0o644)
+	git("add", ".")
+	git("commit", "-qm", "one")
+	os.WriteFile(filepath.Join(dir, "local.cmake"), []byte("set(X 1)\n"), 0o644)
+	first := keyOf(t, dir)
+	if !strings.Contains(inputOf(first, "ignored"), "local.cmake") {
+		t.Errorf("inputs do not name the ignored file: %+v", first.Inputs)
+	}
+	os.WriteFile(filepath.Join(dir, "local.cmake"), []byte("set(X 2)\n"), 0o644)
+	second := keyOf(t, dir)
+	if second.Sum == first.Sum {
+		t.Fatalf("an edit of an ignored include kept the key (%s)", second.Source)
+	}
+	os.MkdirAll(filepath.Join(dir, "__pycache__"), 0o755)
+	os.WriteFile(filepath.Join(dir, "__pycache__", "convert.cpython-311.pyc"), []byte("bytecode"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "build"), 0o755)
+	os.WriteFile(filepath.Join(dir, "build", "x.o"), []byte("o"), 0o644)
+	if k := keyOf(t, dir); k.Sum != second.Sum {
+		t.Errorf("Python's byte code or an output changed the key: %+v", k.Inputs)
+	}
+}
+
+// Two different edits inside a submodule are two keys: the superproject's
+// diff says only "-dirty" for either.
+func TestKeyHasSubmoduleEdits(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is not installed; this test needs it: apt-get install -y git")
+	}
+	sub := t.TempDir()
+	gitIn(t, sub)("init", "-q")
+	os.WriteFile(filepath.Join(sub, "ggml.c"), []byte("int g;"), 0o644)
+	gitIn(t, sub)("add", ".")
+	gitIn(t, sub)("commit", "-qm", "sub")
+	dir := t.TempDir()
+	git := gitIn(t, dir)
+	git("init", "-q")
+	os.WriteFile(filepath.Join(dir, "main.c"), []byte("int m;"), 0o644)
+	git("-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "ggml")
+	git("add", ".")
+	git("commit", "-qm", "one")
+	clean := keyOf(t, dir)
+	if strings.Contains(clean.Source, "dirty") {
+		t.Fatalf("a fresh checkout with a submodule is dirty: %q", clean.Source)
+	}
+	os.WriteFile(filepath.Join(dir, "ggml", "ggml.c"), []byte("int g = 1;"), 0o644)
+	one := keyOf(t, dir)
+	os.WriteFile(filepath.Join(dir, "ggml", "ggml.c"), []byte("int g = 2;"), 0o644)
+	two := keyOf(t, dir)
+	if one.Sum == clean.Sum || two.Sum == one.Sum {
+		t.Errorf("submodule edits: clean %s, one %s, two %s", clean.Source, one.Source, two.Source)
+	}
+	if !strings.HasPrefix(inputOf(two, "submodule"), "ggml: git ") {
+		t.Errorf("submodule input %q", inputOf(two, "submodule"))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/models/fetch"
+	"github.com/sandbox-guard/guard/guard/sign"
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -22,7 +23,9 @@ const sourceTimeout = 2 * time.Minute
 
 // fromSource finds the entry of recipe for key in a source (a file:// folder
 // or an https URL that Export's layout is served from) and reads it,
-// checked against the source's index; ErrNoEntry when it has none.
+// checked against the source's index and signed by a key in trusted; ErrNoEntry
+// when it has none. The signature file is read before the entry: an entry
+// no trusted key signed is refused without a byte of it fetched.
 func (s *Store) fromSource(ctx context.Context, src, recipe, key string) (Item, []byte, error) {
 	u, err := url.Parse(src)
 	if err != nil {
@@ -47,13 +50,35 @@ func (s *Store) fromSource(ctx context.Context, src, recipe, key string) (Item, 
 		return Item{}, nil, err
 	}
 	for _, it := range items {
-		if it.Recipe == recipe && it.Key == key {
-			if it.Size > s.maxBytes() {
-				return Item{}, nil, fmt.Errorf("its entry claims %d bytes, over the stash's bound of %d", it.Size, s.maxBytes())
-			}
-			data, err := readEntry(it, func(limit int64) ([]byte, error) { return get(it.Name(), limit) })
-			return it, data, err
+		if it.Recipe != recipe || it.Key != key {
+			continue
 		}
+		if it.Size > s.maxBytes() {
+			return Item{}, nil, fmt.Errorf("its entry claims %d bytes, over the stash's bound of %d", it.Size, s.maxBytes())
+		}
+		if len(s.Trusted) == 0 {
+			return Item{}, nil, fmt.Errorf("entry %s %w: %w", it.Name(), errUntrusted, sign.ErrNoTrust)
+		}
+		sigData, err := get(sigName(it), maxSigFile)
+		if errors.Is(err, ErrNoEntry) {
+			sigData, err = nil, nil // no signature file: refused below, as unsigned
+		}
+		if err != nil {
+			return Item{}, nil, fmt.Errorf("read the signatures of entry %s: %w", it.Name(), err)
+		}
+		sigs := parseSigs(sigData)
+		if !namesTrusted(sigs, s.Trusted) {
+			_, err := sign.Verify(nil, sigs, s.Trusted) // says why: unsigned or by unknown keys
+			return Item{}, nil, fmt.Errorf("entry %s %w: %w", it.Name(), errUntrusted, err)
+		}
+		data, err := readEntry(it, func(limit int64) ([]byte, error) { return get(it.Name(), limit) })
+		if err != nil {
+			return Item{}, nil, err
+		}
+		if _, err := verifyEntry(data, sigs, s.Trusted); err != nil {
+			return Item{}, nil, fmt.Errorf("entry %s %w: %w", it.Name(), errUntrusted, err)
+		}
+		return it, data, nil
 	}
 	return Item{}, nil, ErrNoEntry
 }

@@ -19,7 +19,9 @@
 //
 // A fleet shares builds through read-only sources: folders (file://, a
 // shared volume) and https URLs holding an index and entries, which
-// Export writes.
+// Export writes and signs. An entry of a source is used only when a key
+// of Trusted signed it (signed.go), and is kept in the local stash only
+// after it passed every check and was put in place.
 package stash
 
 import (
@@ -43,6 +45,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/sandbox-guard/guard/guard/lock"
+	"github.com/sandbox-guard/guard/guard/sign"
 	"github.com/sandbox-guard/guard/guard/state"
 )
 
@@ -53,6 +56,9 @@ const DefaultMaxBytes = 64 << 20
 type Store struct {
 	Dir      string // STATE/stash
 	MaxBytes int64  // the newest entries are kept within this many bytes; 0 = DefaultMaxBytes
+	// Trusted are the keys whose signature makes an entry of a shared
+	// source usable ([stash] trusted_keys); none = no shared entry is.
+	Trusted []sign.PublicKey
 }
 
 // ErrNoEntry is Restore's error when no entry matches the key.
@@ -428,6 +434,11 @@ func unpack(data []byte, recipe, key, root string, outputs []string) (int, error
 		if !underOutputs(f.Path, outputs) {
 			return 0, fmt.Errorf("%w: %s is not below an output folder", errDamaged, f.Path)
 		}
+		// As Save refuses to keep one: a link that leaves the outputs
+		// would have a later build write through it, outside them.
+		if f.IsLink() && (path.IsAbs(f.Link) || !underOutputs(path.Join(path.Dir(f.Path), f.Link), outputs)) {
+			return 0, fmt.Errorf("%w: %s links out of the output folders (to %s)", errDamaged, f.Path, f.Link)
+		}
 	}
 	zr, err := zstd.NewReader(bytes.NewReader(data[off:]), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxUnpacked))
 	if err != nil {
@@ -447,11 +458,11 @@ func unpack(data []byte, recipe, key, root string, outputs []string) (int, error
 	return len(h.Files), p.commit()
 }
 
-// Export copies every local entry, checked, into dir (a shared volume, or
-// a folder a web server serves) and merges the local index into dir's:
-// the folder is then a source for other machines. It returns how many
-// entries it copied.
-func (s *Store) Export(dir string) (int, error) {
+// Export copies every local entry, checked and signed by key, into dir (a
+// shared volume, or a folder a web server serves) and merges the local
+// index into dir's: the folder is then a source for the machines that
+// trust key. It returns how many entries it copied.
+func (s *Store) Export(dir string, key sign.SecretKey) (int, error) {
 	items, err := s.List()
 	if err != nil {
 		return 0, err
@@ -469,6 +480,16 @@ func (s *Store) Export(dir string) (int, error) {
 		})
 		if err != nil {
 			return 0, fmt.Errorf("stash entry %s: %w", it.Name(), err)
+		}
+		sig, err := Sign(data, key)
+		if err != nil {
+			return 0, fmt.Errorf("stash entry %s: %w", it.Name(), err)
+		}
+		// The signature first: a reader that finds the new entry finds
+		// its signature, and one that finds the old entry with the new
+		// signature refuses it, as it should.
+		if err := state.Replace(filepath.Join(dir, sigName(it)), []byte(sig+"\n"), 0o644); err != nil {
+			return 0, err
 		}
 		if err := state.Replace(filepath.Join(dir, it.Name()), data, 0o644); err != nil {
 			return 0, err

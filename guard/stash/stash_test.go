@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/sign"
 )
 
 // tree makes a recipe dir with a build/bin holding a tool, a library and
@@ -260,14 +262,15 @@ func TestEntryOverBoundNotSaved(t *testing.T) {
 func TestExportThenRestoreFromSources(t *testing.T) {
 	s, _, it := saved(t)
 	shared := t.TempDir()
-	if n, err := s.Export(shared); err != nil || n != 1 {
+	key := testSecret(t)
+	if n, err := s.Export(shared, key); err != nil || n != 1 {
 		t.Fatalf("export: %d %v", n, err)
 	}
 	srv := httptest.NewServer(http.FileServer(http.Dir(shared)))
 	defer srv.Close()
 	for _, src := range []string{"file://" + shared, srv.URL} {
 		t.Run(src[:4], func(t *testing.T) {
-			fresh := &Store{Dir: filepath.Join(t.TempDir(), "stash")}
+			fresh := &Store{Dir: filepath.Join(t.TempDir(), "stash"), Trusted: []sign.PublicKey{key.Public()}}
 			root := t.TempDir()
 			got, err := fresh.Restore(context.Background(), "r", testKey, root, []string{"build"}, []string{"file://" + t.TempDir(), src})
 			if err != nil || got.From != src {
@@ -286,7 +289,7 @@ func TestExportThenRestoreFromSources(t *testing.T) {
 	data, _ := os.ReadFile(p)
 	data[len(data)-5] ^= 1
 	os.WriteFile(p, data, 0o644)
-	fresh := &Store{Dir: filepath.Join(t.TempDir(), "stash")}
+	fresh := &Store{Dir: filepath.Join(t.TempDir(), "stash"), Trusted: []sign.PublicKey{key.Public()}}
 	if _, err := fresh.Restore(context.Background(), "r", testKey, t.TempDir(), []string{"build"}, []string{"file://" + shared}); err == nil || !strings.Contains(err.Error(), "sha256 mismatch") {
 		t.Errorf("tampered source: %v", err)
 	}
