@@ -173,6 +173,7 @@ func encodeTop(e *encoder, m *Manifest) {
 	e.int(m.Stash.MaxBytes)
 	e.strs(m.Stash.TrustedKeys)
 	e.str(m.Stash.SecretKey)
+	e.strs(m.Registry.PlainHTTP)
 	if m.Self == nil {
 		e.uint(0)
 	} else {
@@ -201,6 +202,7 @@ func decodeTop(d *decoder, m *Manifest) {
 	m.Stash.MaxBytes = d.int()
 	m.Stash.TrustedKeys = d.strs()
 	m.Stash.SecretKey = d.str()
+	m.Registry.PlainHTTP = d.strs()
 	if d.uint() == 1 {
 		m.Self = &Self{URLs: d.strs(), SHA256: d.str()}
 	}
@@ -266,6 +268,7 @@ func encodeBuild(e *encoder, b *Build) {
 	e.strs(b.Outputs)
 	e.strs(b.Targets)
 	e.strs(b.StashFrom)
+	e.str(b.StashTo)
 }
 
 func decodeBuild(d *decoder) *Build {
@@ -284,6 +287,7 @@ func decodeBuild(d *decoder) *Build {
 	b.Outputs = d.strs()
 	b.Targets = d.strs()
 	b.StashFrom = d.strs()
+	b.StashTo = d.str()
 	return b
 }
 

@@ -33,6 +33,7 @@ type Manifest struct {
 	Auth      map[string]*Auth  `toml:"auth,omitempty"`
 	Cache     CacheConf         `toml:"cache"`
 	Stash     StashConf         `toml:"stash"`
+	Registry  RegistryConf      `toml:"registry"`
 	Self      *Self             `toml:"self,omitempty"`
 
 	// Source is the file the manifest was read from, or EmbeddedSource.
@@ -62,9 +63,13 @@ type Build struct {
 	// recipe.
 	Targets []string `toml:"targets,omitempty"`
 	// StashFrom are read-only stashes other machines exported (`guard
-	// stash export`): file:// folders and https URLs, tried in order
-	// after the local stash (docs/stash.md).
+	// stash export`, `guard stash push`): file:// folders, https URLs and
+	// oci:// registries, tried in order after the local stash
+	// (docs/stash.md).
 	StashFrom []string `toml:"stash_from,omitempty"`
+	// StashTo is a registry (oci://HOST/REPO) every good build's entry is
+	// pushed to, signed, in the background (docs/registry.md).
+	StashTo string `toml:"stash_to,omitempty"`
 }
 
 // Tool is the policy for one shimmed command.
@@ -166,6 +171,14 @@ type StashConf struct {
 	// SecretKey is the file of the key that signs what `guard stash
 	// export` writes; "" = ~/.config/guard/stash.sec when it exists.
 	SecretKey string `toml:"secret_key,omitempty"`
+}
+
+// RegistryConf is how guard speaks to OCI registries (docs/registry.md).
+type RegistryConf struct {
+	// PlainHTTP are the registries (HOST[:PORT]) spoken to over plain
+	// http: a registry on the fleet's own network without TLS. Every
+	// other is https.
+	PlainHTTP []string `toml:"plain_http,omitempty"`
 }
 
 // Tool returns the tool named name, or nil.

@@ -138,6 +138,11 @@ func (c *checker) check(m *Manifest) {
 	if m.Stash.MaxBytes < 0 {
 		c.errorf(path("stash", "max_bytes"), "must not be negative")
 	}
+	for i, h := range m.Registry.PlainHTTP {
+		if h == "" || strings.ContainsAny(h, "/@ ") {
+			c.errorf(path("registry", "plain_http").index(i), "%q: want a registry's HOST[:PORT], such as \"registry.lan:5000\"", h)
+		}
+	}
 	for i, k := range m.Stash.TrustedKeys {
 		if _, err := sign.ParsePublic(k); err != nil {
 			c.errorf(path("stash", "trusted_keys").index(i), "%v (guard stash keygen prints one)", err)
@@ -209,8 +214,17 @@ func (c *checker) build(b *Build) {
 		c.durationError(path("builds", b.Name, "timeout"), b.Timeout)
 	}
 	for i, src := range b.StashFrom {
-		if why := CheckURL(src); why != "" {
+		why := CheckURL(src)
+		if strings.HasPrefix(src, "oci://") {
+			why = checkRegistry(src)
+		}
+		if why != "" {
 			c.errorf(path("builds", b.Name, "stash_from").index(i), "%s", why)
+		}
+	}
+	if b.StashTo != "" {
+		if why := checkRegistry(b.StashTo); why != "" {
+			c.errorf(path("builds", b.Name, "stash_to"), "%s", why)
 		}
 	}
 	for i, out := range b.Outputs {
@@ -371,6 +385,21 @@ func isPathSetting(v string) bool {
 
 func (c *checker) pathError(p keyPath, v string) {
 	c.errorf(p, "%q must be an absolute path or start with ~/", v)
+}
+
+// checkRegistry checks a stash registry, oci://HOST[:PORT]/REPO (a tag
+// is the stash's to choose); the registry client checks the names
+// further when it opens one.
+func checkRegistry(raw string) string {
+	rest, _ := strings.CutPrefix(raw, "oci://")
+	host, repo, ok := strings.Cut(rest, "/")
+	switch {
+	case !strings.HasPrefix(raw, "oci://"):
+		return fmt.Sprintf("%q is not a registry: want oci://HOST[:PORT]/REPO", raw)
+	case !ok || host == "" || repo == "" || strings.ContainsAny(rest, "@ ") || strings.Contains(repo, ":"):
+		return fmt.Sprintf("%q: want oci://HOST[:PORT]/REPO, with no tag (the stash tags each entry by its key)", raw)
+	}
+	return ""
 }
 
 // CheckURL says why a download or clone URL is not allowed, or returns ""

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/models/fetch"
+	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/sign"
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
@@ -27,6 +28,9 @@ const sourceTimeout = 2 * time.Minute
 // when it has none. The signature file is read before the entry: an entry
 // no trusted key signed is refused without a byte of it fetched.
 func (s *Store) fromSource(ctx context.Context, src, recipe, key string) (Item, []byte, error) {
+	if registry.IsRef(src) {
+		return s.fromRegistry(ctx, src, recipe, key)
+	}
 	u, err := url.Parse(src)
 	if err != nil {
 		return Item{}, nil, err

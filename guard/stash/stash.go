@@ -45,6 +45,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/sandbox-guard/guard/guard/lock"
+	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/sign"
 	"github.com/sandbox-guard/guard/guard/state"
 )
@@ -59,6 +60,13 @@ type Store struct {
 	// Trusted are the keys whose signature makes an entry of a shared
 	// source usable ([stash] trusted_keys); none = no shared entry is.
 	Trusted []sign.PublicKey
+	// Registry reaches the oci:// sources; nil = none is read.
+	Registry *registry.Client
+}
+
+// readLocal reads the local entry file of it, at most limit bytes.
+func (s *Store) readLocal(it Item, limit int64) ([]byte, error) {
+	return state.ReadRegular(filepath.Join(s.Dir, it.Name()), limit, true)
 }
 
 // ErrNoEntry is Restore's error when no entry matches the key.
@@ -367,9 +375,7 @@ func (s *Store) Restore(ctx context.Context, recipe string, key Key, root string
 		if it.Recipe != recipe || it.Key != key.Sum {
 			continue
 		}
-		data, err := readEntry(it, func(limit int64) ([]byte, error) {
-			return state.ReadRegular(filepath.Join(s.Dir, it.Name()), limit, true)
-		})
+		data, err := readEntry(it, func(limit int64) ([]byte, error) { return s.readLocal(it, limit) })
 		if err != nil {
 			err = fmt.Errorf("%w: %w", errDamaged, err)
 		} else {
@@ -475,9 +481,7 @@ func (s *Store) Export(dir string, key sign.SecretKey) (int, error) {
 		return 0, err
 	}
 	for _, it := range items {
-		data, err := readEntry(it, func(limit int64) ([]byte, error) {
-			return state.ReadRegular(filepath.Join(s.Dir, it.Name()), limit, true)
-		})
+		data, err := readEntry(it, func(limit int64) ([]byte, error) { return s.readLocal(it, limit) })
 		if err != nil {
 			return 0, fmt.Errorf("stash entry %s: %w", it.Name(), err)
 		}

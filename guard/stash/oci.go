@@ -1,0 +1,266 @@
+package stash
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/sandbox-guard/guard/guard/registry"
+	"github.com/sandbox-guard/guard/guard/sign"
+)
+
+// A registry (oci://HOST/REPO) holds each entry as one OCI artifact
+// (docs/registry.md): a manifest tagged stash-NAME (NAME the entry's file
+// name, a hash of its recipe and key), whose one layer is the entry file
+// exactly as the local stash keeps it, whose config blob says what the key
+// was made of and which files it holds (for `guard stash list oci://…`),
+// and whose annotations carry the recipe, the key and the signatures. A
+// lookup is one manifest request for the tag its key gives.
+const (
+	ociArtifactType = "application/vnd.guard.stash.v1"
+	ociLayerType    = "application/vnd.guard.stash.entry.v1"
+	ociConfigType   = "application/vnd.guard.stash.config.v1+json"
+
+	annRecipe     = "dev.guard.stash.recipe"
+	annKey        = "dev.guard.stash.key"
+	annSignatures = "dev.guard.stash.signatures" // one NAME:BASE64 a line
+)
+
+// ociTag is the tag of an entry in a registry.
+func ociTag(recipe, key string) string {
+	return "stash-" + strings.TrimSuffix(entryName(recipe, key), ".gst")
+}
+
+// ociConfig is an entry's config blob.
+type ociConfig struct {
+	Recipe   string    `json:"recipe"`
+	Key      string    `json:"key"`
+	Source   string    `json:"source"`
+	Compiler string    `json:"compiler"`
+	Created  time.Time `json:"created"`
+	Files    []ociFile `json:"files"`
+}
+
+type ociFile struct {
+	Path   string `json:"path"`
+	Mode   string `json:"mode,omitempty"`
+	Size   int64  `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	Link   string `json:"link,omitempty"`
+}
+
+// Push pushes the local entries of recipes (all when none is named) to the
+// registry dest, each signed by key, and returns how many it pushed.
+func (s *Store) Push(ctx context.Context, client *registry.Client, dest string, recipes []string, key sign.SecretKey) (int, error) {
+	ref, err := registry.Parse(dest)
+	if err != nil {
+		return 0, err
+	}
+	repo, err := client.Open(ref)
+	if err != nil {
+		return 0, err
+	}
+	items, err := s.List()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, it := range items {
+		if len(recipes) > 0 && !contains(recipes, it.Recipe) {
+			continue
+		}
+		if err := s.pushOne(ctx, repo, it, key); err != nil {
+			return n, fmt.Errorf("stash entry %s of %s: %w", it.Name(), it.Recipe, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// PushEntry pushes the local entry of recipe for key to dest, signed by
+// key: what stash_to does after a good build.
+func (s *Store) PushEntry(ctx context.Context, client *registry.Client, dest, recipe, entryKey string, key sign.SecretKey) error {
+	ref, err := registry.Parse(dest)
+	if err != nil {
+		return err
+	}
+	repo, err := client.Open(ref)
+	if err != nil {
+		return err
+	}
+	items, err := s.List()
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if it.Recipe == recipe && it.Key == entryKey {
+			return s.pushOne(ctx, repo, it, key)
+		}
+	}
+	return ErrNoEntry
+}
+
+func (s *Store) pushOne(ctx context.Context, repo *registry.Repository, it Item, key sign.SecretKey) error {
+	data, err := readEntry(it, func(limit int64) ([]byte, error) { return s.readLocal(it, limit) })
+	if err != nil {
+		return err
+	}
+	h, _, err := parseEntry(data)
+	if err != nil {
+		return err
+	}
+	sig, err := Sign(data, key)
+	if err != nil {
+		return err
+	}
+	cfg := ociConfig{Recipe: h.Recipe, Key: h.Key, Source: h.Source, Compiler: h.Compiler, Created: it.Created.UTC()}
+	for _, f := range h.Files {
+		of := ociFile{Path: f.Path, Link: f.Link}
+		if !f.IsLink() {
+			of.Mode, of.Size, of.SHA256 = fmt.Sprintf("%04o", f.Mode.Perm()), f.Size, f.SHA256
+		}
+		cfg.Files = append(cfg.Files, of)
+	}
+	cfgJSON, _ := json.Marshal(cfg)
+	ann := map[string]string{
+		annRecipe:                 it.Recipe,
+		annKey:                    it.Key,
+		annSignatures:             sig,
+		ocispec.AnnotationCreated: it.Created.UTC().Format(time.RFC3339),
+		ocispec.AnnotationTitle:   it.Name(),
+	}
+	_, err = repo.Push(ctx, ociTag(it.Recipe, it.Key), ociArtifactType,
+		registry.Blob{MediaType: ociConfigType, Data: cfgJSON},
+		[]registry.Blob{{MediaType: ociLayerType, Data: data}}, ann)
+	return err
+}
+
+// fromRegistry is fromSource for a registry: one manifest request for the
+// tag of recipe and key; the signatures in its annotations are checked
+// against the trusted keys' names before the layer is fetched, and the
+// layer (its digest the registry checks for us, its size bounded before a
+// byte is read) against them after.
+func (s *Store) fromRegistry(ctx context.Context, src, recipe, key string) (Item, []byte, error) {
+	if s.Registry == nil {
+		return Item{}, nil, errors.New("no registry client")
+	}
+	ref, err := registry.Parse(src)
+	if err != nil {
+		return Item{}, nil, err
+	}
+	repo, err := s.Registry.Open(ref)
+	if err != nil {
+		return Item{}, nil, err
+	}
+	m, err := repo.FetchManifest(ctx, ociTag(recipe, key))
+	if errors.Is(err, registry.ErrNotFound) {
+		return Item{}, nil, ErrNoEntry
+	}
+	if err != nil {
+		return Item{}, nil, err
+	}
+	name := entryName(recipe, key)
+	if m.Annotations[annRecipe] != recipe || m.Annotations[annKey] != key {
+		return Item{}, nil, fmt.Errorf("%s: tag %s holds recipe %.40q key %.12s, not the one asked for", src, ociTag(recipe, key), m.Annotations[annRecipe], m.Annotations[annKey])
+	}
+	if len(m.Layers) != 1 || m.Layers[0].MediaType != ociLayerType {
+		return Item{}, nil, fmt.Errorf("%s: tag %s is not a guard stash entry (one %s layer)", src, ociTag(recipe, key), ociLayerType)
+	}
+	layer := m.Layers[0]
+	if len(s.Trusted) == 0 {
+		return Item{}, nil, fmt.Errorf("entry %s %w: %w", name, errUntrusted, sign.ErrNoTrust)
+	}
+	sigs := parseSigs([]byte(m.Annotations[annSignatures]))
+	if !namesTrusted(sigs, s.Trusted) {
+		_, err := sign.Verify(nil, sigs, s.Trusted)
+		return Item{}, nil, fmt.Errorf("entry %s %w: %w", name, errUntrusted, err)
+	}
+	if layer.Size > s.maxBytes() {
+		return Item{}, nil, fmt.Errorf("its entry claims %d bytes, over the stash's bound of %d", layer.Size, s.maxBytes())
+	}
+	data, err := repo.FetchBlob(ctx, layer, s.maxBytes())
+	if err != nil {
+		return Item{}, nil, err
+	}
+	if _, err := verifyEntry(data, sigs, s.Trusted); err != nil {
+		return Item{}, nil, fmt.Errorf("entry %s %w: %w", name, errUntrusted, err)
+	}
+	created, _ := time.Parse(time.RFC3339, m.Annotations[ocispec.AnnotationCreated])
+	if created.IsZero() {
+		created = time.Now()
+	}
+	it := Item{Recipe: recipe, Key: key, Size: int64(len(data)), SHA256: layer.Digest.Encoded(), Created: created}
+	if _, err := hex.DecodeString(it.SHA256); err != nil || !isHex64(it.SHA256) {
+		return Item{}, nil, fmt.Errorf("%s: the layer's digest %s is not a sha256", src, layer.Digest)
+	}
+	return it, data, nil
+}
+
+// RemoteEntry is one entry of a registry, as `guard stash list oci://…`
+// shows it.
+type RemoteEntry struct {
+	Recipe   string    `json:"recipe"`
+	Key      string    `json:"key"`
+	Bytes    int64     `json:"bytes"`
+	Created  time.Time `json:"created"`
+	Source   string    `json:"source"`
+	Compiler string    `json:"compiler"`
+	Files    int       `json:"files"`
+	// SignedBy names the keys that signed it (not checked here: a
+	// restore checks them).
+	SignedBy []string `json:"signed_by"`
+}
+
+// ListRegistry lists the entries in the registry src: every stash- tag,
+// with what its config says.
+func (s *Store) ListRegistry(ctx context.Context, client *registry.Client, src string) ([]RemoteEntry, error) {
+	ref, err := registry.Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	repo, err := client.Open(ref)
+	if err != nil {
+		return nil, err
+	}
+	tags, err := repo.Tags(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []RemoteEntry
+	for _, tag := range tags {
+		if !strings.HasPrefix(tag, "stash-") {
+			continue
+		}
+		m, err := repo.FetchManifest(ctx, tag)
+		if err != nil || len(m.Layers) != 1 || m.Config.MediaType != ociConfigType {
+			continue // not one of guard's: another tool's artifact
+		}
+		data, err := repo.FetchBlob(ctx, m.Config, 1<<20)
+		var cfg ociConfig
+		if err != nil || json.Unmarshal(data, &cfg) != nil {
+			continue
+		}
+		e := RemoteEntry{Recipe: cfg.Recipe, Key: cfg.Key, Bytes: m.Layers[0].Size, Created: cfg.Created, Source: cfg.Source, Compiler: cfg.Compiler, Files: len(cfg.Files), SignedBy: []string{}}
+		for _, sig := range parseSigs([]byte(m.Annotations[annSignatures])) {
+			name, _, _ := strings.Cut(sig, ":")
+			e.SignedBy = append(e.SignedBy, name)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
