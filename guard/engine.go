@@ -5,15 +5,20 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/runner"
 	"github.com/sandbox-guard/guard/guard/sign"
 	"github.com/sandbox-guard/guard/guard/stash"
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -126,7 +131,25 @@ func (e *Engine) builder() *builds.Builder {
 		ProgressEvery: e.c.ProgressEvery,
 		Stash:         e.Stash(),
 		Tools:         e.toolsBuiltBy,
+		PushTo:        e.pushInBackground,
 	}
+}
+
+// pushInBackground starts `guard stash push --entry KEY RECIPE DEST` in a
+// session of its own, at low priority, its output in STATE/stash/push.log,
+// and does not wait for it: a build's stash_to (docs/registry.md).
+func (e *Engine) pushInBackground(recipe, key, dest string) error {
+	dir := e.c.State().Stash()
+	logf, err := state.OpenOwn(filepath.Join(dir, "push.log"), os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	if err := logf.Truncate(0); err != nil {
+		return err
+	}
+	_, err = healjob.Spawn(e.c.Self, []string{"guard", "stash", "push", "--entry", key, recipe, dest}, e.c.Env, logf)
+	return err
 }
 
 // Stash is the stash of builds in guard's state folder.
@@ -134,8 +157,18 @@ func (e *Engine) Stash() *stash.Store {
 	// The manifest's keys were checked when it was read: one that is not
 	// a key is reported there, not trusted here.
 	trusted, _ := sign.ParseTrusted(e.c.M.Stash.TrustedKeys)
-	return &stash.Store{Dir: e.c.State().Stash(), MaxBytes: e.c.M.Stash.MaxBytes, Trusted: trusted}
+	return &stash.Store{Dir: e.c.State().Stash(), MaxBytes: e.c.M.Stash.MaxBytes, Trusted: trusted, Registry: e.Registry()}
 }
+
+// Registry is the client of the OCI registries the manifest names, with
+// a timeout per request that keeps a registry that is down or slow from
+// holding a heal (docs/registry.md).
+func (e *Engine) Registry() *registry.Client {
+	return &registry.Client{PlainHTTP: e.c.M.Registry.PlainHTTP, Timeout: registryTimeout}
+}
+
+// registryTimeout bounds each registry request but a blob's body.
+const registryTimeout = 15 * time.Second
 
 // StashSecretKey is the file of the key that signs exported entries:
 // [stash] secret_key, else ~/.config/guard/stash.sec.

@@ -464,17 +464,23 @@ var cacheCommand = &cli.Command{
 var stashCommand = &cli.Command{
 	Name:      "stash",
 	Usage:     "list the stash of builds, or export it, signed, for other machines",
-	UsageText: usage("guard stash list [--json] | guard stash export DIR | guard stash keygen [NAME] | guard stash key BUILD", "guard stash export /mnt/shared/guard-stash"),
+	UsageText: usage("guard stash list [--json] [oci://HOST/REPO] | guard stash export DIR | guard stash push [BUILD…] oci://HOST/REPO | guard stash keygen [NAME] | guard stash key BUILD", "guard stash push oci://ghcr.io/acme/guard-stash"),
 	Subcommands: []*cli.Command{
 		{
 			Name:      "list",
-			Usage:     "every entry, its size and whether it matches its recipe now",
-			UsageText: usage("guard stash list [--json]", "guard stash list"),
+			Usage:     "every entry (of the local stash, or of a registry), its size and whether it matches its recipe now",
+			UsageText: usage("guard stash list [--json] [oci://HOST/REPO]", "guard stash list"),
 			Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (schema in docs/stash.md)"},
 			},
 			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
-				return commands.StashList(e, e.Config().Stdout, ctx.Bool("json"))
+				switch ctx.NArg() {
+				case 0:
+					return commands.StashList(e, e.Config().Stdout, ctx.Bool("json"))
+				case 1:
+					return commands.StashListRemote(e, e.Config().Stdout, ctx.Args().First(), ctx.Bool("json"))
+				}
+				return cli.Exit("stash list takes at most one registry: guard stash list [oci://HOST/REPO]", 2)
 			}),
 		},
 		{
@@ -486,6 +492,25 @@ var stashCommand = &cli.Command{
 					return cli.Exit("stash export needs one folder: guard stash export DIR", 2)
 				}
 				return commands.StashExport(e, e.Config().Stdout, ctx.Args().First())
+			}),
+		},
+		{
+			Name:      "push",
+			Usage:     "push the local entries (of the builds named, else all), signed, to a registry: a stash_from source",
+			UsageText: usage("guard stash push [--entry KEY] [BUILD…] oci://HOST[:PORT]/REPO", "guard stash push llama-cpp oci://ghcr.io/acme/guard-stash"),
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "entry", Usage: "push only the entry of this key (with one BUILD), saying so on stderr: what stash_to runs"},
+			},
+			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+				args := ctx.Args().Slice()
+				if len(args) == 0 || !strings.HasPrefix(args[len(args)-1], "oci://") {
+					return cli.Exit("stash push needs a registry last: guard stash push [BUILD…] oci://HOST/REPO", 2)
+				}
+				out := e.Config().Stdout
+				if ctx.String("entry") != "" {
+					out = e.Config().Stderr // what stash_to runs: its stdout is /dev/null, its stderr push.log
+				}
+				return commands.StashPush(e, out, args[:len(args)-1], ctx.String("entry"), args[len(args)-1])
 			}),
 		},
 		{

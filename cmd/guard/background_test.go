@@ -13,7 +13,8 @@ func init() {
 	scriptCmds["waitgrep"] = cmdWaitGrep
 }
 
-// waitgrep FILE REGEXP: wait (up to 10 s) until a line of FILE matches
+// waitgrep FILE REGEXP: wait (up to 60 s: a background process runs at
+// nice 19, and the machine may be busy) until a line of FILE matches
 // REGEXP: a process in the background has reached a point it logs.
 func cmdWaitGrep(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 || neg {
@@ -21,14 +22,14 @@ func cmdWaitGrep(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	re, err := regexp.Compile("(?m)" + args[1])
 	ts.Check(err)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(ts.MkAbs(args[0])); err == nil && re.Match(b) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	ts.Fatalf("no line of %s matched %s within 10s", args[0], args[1])
+	ts.Fatalf("no line of %s matched %s within 60s", args[0], args[1])
 }
 
 // bgpid FILE: write the pid that the last command's stderr gave for a

@@ -7,11 +7,27 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/stash"
 )
 
 func init() {
 	scriptCmds["stashcraft"] = cmdStashCraft
+	scriptCmds["registry"] = cmdRegistry
+}
+
+// registry starts a real OCI registry (CNCF distribution, in-process,
+// plain http on 127.0.0.1) for the rest of the script, sets $REGISTRY to
+// its HOST:PORT, and signs $HOME in to it as `docker login` would.
+func cmdRegistry(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: registry")
+	}
+	reg, err := guardtest.NewRegistry(ts.MkAbs("."))
+	ts.Check(err)
+	ts.Defer(reg.Close)
+	ts.Setenv("REGISTRY", reg.Host)
+	ts.Check(reg.DockerLogin(ts.Getenv("HOME")))
 }
 
 // stashcraft STASH DIR PATH FILE writes into DIR, as a hostile neighbour

@@ -53,6 +53,9 @@ type Builder struct {
 	// target alone.
 	Stash *stash.Store
 	Tools func(recipe string) []string
+	// PushTo starts, in the background, the push of the entry of recipe
+	// for key to a recipe's stash_to; nil = none is pushed.
+	PushTo func(recipe, key, dest string) error
 }
 
 func (b *Builder) layout() state.Layout { return state.Layout{Dir: b.StateDir} }

@@ -87,8 +87,18 @@ func (b *Builder) stashBuild(ctx context.Context, name string, rec *manifest.Bui
 		fmt.Fprintf(b.stderr(), "guard: the build of %s was not stashed: %s\n", name, oneLine(err))
 		return
 	}
+	note := fmt.Sprintf("stashed %s (%d bytes, key %.12s, source %s)", name, it.Size, it.Key, key.Source)
+	if rec.StashTo != "" && b.PushTo != nil {
+		// In the background: a registry that is slow or down never
+		// slows or fails the heal (docs/registry.md).
+		if err := b.PushTo(rec.Name, it.Key, rec.StashTo); err != nil {
+			note += fmt.Sprintf("; not pushed to %s: %s", rec.StashTo, oneLine(err))
+		} else {
+			note += fmt.Sprintf("; pushing it to %s in the background", rec.StashTo)
+		}
+	}
 	if logf, err := openLog(b.LogPath(name)); err == nil {
-		fmt.Fprintf(logf, "== guard: stashed %s (%d bytes, key %.12s, source %s)\n", name, it.Size, it.Key, key.Source)
+		fmt.Fprintf(logf, "== guard: %s\n", note)
 		logf.Close()
 	}
 }

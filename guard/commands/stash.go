@@ -121,13 +121,9 @@ func StashExport(e *guard.Engine, out io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	keyFile := e.StashSecretKey()
-	key, err := sign.ReadSecretFile(keyFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("no secret key at %s to sign the entries with (other machines use only signed ones): make one with guard stash keygen", keyFile)
-	}
+	key, err := secretKey(e)
 	if err != nil {
-		return fmt.Errorf("cannot read the secret key: %w", err)
+		return err
 	}
 	n, err := e.Stash().Export(abs, key)
 	if err != nil {
@@ -135,6 +131,127 @@ func StashExport(e *guard.Engine, out io.Writer, dir string) error {
 	}
 	fmt.Fprintf(out, "exported %s to %s, signed by %s\nother machines restore from it with stash_from = [%q] in their [builds.NAME]\nand trusted_keys = [%q] in their [stash]\n",
 		fmt.Sprintf("%d %s", n, plural(n, "stash entry", "stash entries")), abs, key.Name, "file://"+abs, key.Public().String())
+	return nil
+}
+
+// secretKey reads the key that signs what leaves this machine.
+func secretKey(e *guard.Engine) (sign.SecretKey, error) {
+	keyFile := e.StashSecretKey()
+	key, err := sign.ReadSecretFile(keyFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return key, fmt.Errorf("no secret key at %s to sign the entries with (other machines use only signed ones): make one with guard stash keygen", keyFile)
+	}
+	if err != nil {
+		return key, fmt.Errorf("cannot read the secret key: %w", err)
+	}
+	return key, nil
+}
+
+// StashPush is `guard stash push [--entry KEY] [BUILD…] oci://HOST/REPO`:
+// the local entries of the recipes named (all without a name; only the
+// one of KEY with --entry), each signed, to a registry
+// (docs/registry.md).
+func StashPush(e *guard.Engine, out io.Writer, recipes []string, entry, dest string) error {
+	key, err := secretKey(e)
+	if err != nil {
+		return err
+	}
+	store := e.Stash()
+	ctx := context.Background()
+	if entry != "" {
+		if len(recipes) != 1 {
+			return errors.New("stash push --entry KEY names one build: guard stash push --entry KEY BUILD oci://HOST/REPO")
+		}
+		if err := store.PushEntry(ctx, e.Registry(), dest, recipes[0], entry, key); err != nil {
+			return fmt.Errorf("cannot push the entry %.12s of %s to %s: %w", entry, recipes[0], dest, err)
+		}
+		fmt.Fprintf(out, "pushed the entry %.12s of %s to %s, signed by %s\n", entry, recipes[0], dest, key.Name)
+		return nil
+	}
+	n, err := store.Push(ctx, e.Registry(), dest, recipes, key)
+	if err != nil {
+		return fmt.Errorf("cannot push to %s (%d pushed): %w", dest, n, err)
+	}
+	fmt.Fprintf(out, "pushed %d %s to %s, signed by %s\nother machines restore from it with stash_from = [%q] in their [builds.NAME]\nand trusted_keys = [%q] in their [stash]\n",
+		n, plural(n, "stash entry", "stash entries"), dest, key.Name, dest, key.Public().String())
+	return nil
+}
+
+// StashListRemoteReport is `guard stash list --json oci://…`.
+type StashListRemoteReport struct {
+	Registry string        `json:"registry"`
+	Entries  []RemoteEntry `json:"entries"`
+}
+
+// RemoteEntry is one entry of a registry and whether it matches its
+// recipe here now.
+type RemoteEntry struct {
+	stash.RemoteEntry
+	Matches bool `json:"matches"`
+	// Differs names what differs from the key here when it does not
+	// match: "source", "compiler" (the rest of the key is not readable).
+	Differs []string `json:"differs,omitempty"`
+}
+
+// StashListRemote is `guard stash list oci://HOST/REPO`: the entries a
+// registry holds, and for each whether it matches its recipe here now,
+// and when not, what differs.
+func StashListRemote(e *guard.Engine, out io.Writer, src string, asJSON bool) error {
+	entries, err := e.Stash().ListRegistry(context.Background(), e.Registry(), src)
+	if err != nil {
+		return fmt.Errorf("cannot list %s: %w", src, err)
+	}
+	r := StashListRemoteReport{Registry: src, Entries: []RemoteEntry{}}
+	keys := map[string]*stash.Key{}
+	for _, en := range entries {
+		k, ok := keys[en.Recipe]
+		if !ok {
+			if rec := e.Config().M.Build(en.Recipe); rec != nil {
+				if key, err := e.StashKey(context.Background(), rec); err == nil {
+					k = &key
+				}
+			}
+			keys[en.Recipe] = k
+		}
+		re := RemoteEntry{RemoteEntry: en}
+		switch {
+		case k == nil:
+			re.Differs = []string{"no such recipe here"}
+		case k.Sum == en.Key:
+			re.Matches = true
+		default:
+			if k.Source != en.Source {
+				re.Differs = append(re.Differs, "source "+en.Source+" (here "+k.Source+")")
+			}
+			if k.Compiler != en.Compiler {
+				re.Differs = append(re.Differs, "compiler "+en.Compiler+" (here "+k.Compiler+")")
+			}
+			if len(re.Differs) == 0 {
+				re.Differs = []string{"steps, environment or CPU (guard stash key shows them)"}
+			}
+		}
+		r.Entries = append(r.Entries, re)
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RECIPE\tKEY\tBYTES\tCREATED\tSIGNED BY\tMATCHES NOW")
+	for _, en := range r.Entries {
+		signed := strings.Join(en.SignedBy, ",")
+		if signed == "" {
+			signed = "nobody"
+		}
+		match := yesNo(en.Matches)
+		if !en.Matches {
+			match += ": " + strings.Join(en.Differs, "; ")
+		}
+		fmt.Fprintf(tw, "%s\t%.12s\t%d\t%s\t%s\t%s\n", printable(en.Recipe), en.Key, en.Bytes, en.Created.Local().Format(time.DateTime), printable(signed), printable(match))
+	}
+	tw.Flush()
+	fmt.Fprintf(out, "%d %s in %s\n", len(r.Entries), plural(len(r.Entries), "entry", "entries"), src)
 	return nil
 }
 

@@ -23,13 +23,14 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 )
 
 // Scheme is how the manifest names a registry source.
@@ -143,6 +144,20 @@ func (c *Client) Open(ref Ref) (*Repository, error) {
 // not have.
 var ErrNotFound = errdef.ErrNotFound
 
+// explain adds the fix to an error a person can fix: a registry that asks
+// for a sign-in none was given for.
+func (r *Repository) explain(err error) error {
+	var resp *errcode.ErrorResponse
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, auth.ErrBasicCredentialNotFound),
+		errors.As(err, &resp) && resp.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("%w (%s asks for a sign-in: docker login %s, or oras login)", err, r.Host, r.Host)
+	}
+	return err
+}
+
 // Manifest is an image manifest with its digest.
 type Manifest struct {
 	ocispec.Manifest
@@ -156,7 +171,7 @@ func (r *Repository) FetchManifest(ctx context.Context, reference string) (Manif
 	defer cancel()
 	desc, rc, err := r.repo.FetchReference(ctx, reference)
 	if err != nil {
-		return Manifest{}, err
+		return Manifest{}, r.explain(err)
 	}
 	defer rc.Close()
 	if desc.Size > maxManifest {
@@ -187,7 +202,7 @@ func (r *Repository) FetchBlob(ctx context.Context, desc ocispec.Descriptor, lim
 	defer cancel()
 	rc, err := r.repo.Blobs().Fetch(ctx, desc)
 	if err != nil {
-		return nil, err
+		return nil, r.explain(err)
 	}
 	defer rc.Close()
 	return content.ReadAll(io.LimitReader(rc, desc.Size+1), desc)
@@ -218,24 +233,34 @@ func (r *Repository) Push(ctx context.Context, tag, artifactType string, config 
 	}
 	cfg, err := push(config)
 	if err != nil {
-		return "", fmt.Errorf("push the config: %w", err)
+		return "", fmt.Errorf("push the config: %w", r.explain(err))
 	}
 	var descs []ocispec.Descriptor
 	for _, l := range layers {
 		d, err := push(l)
 		if err != nil {
-			return "", fmt.Errorf("push a layer: %w", err)
+			return "", fmt.Errorf("push a layer: %w", r.explain(err))
 		}
 		descs = append(descs, d)
 	}
-	man, err := oras.PackManifest(ctx, r.repo, oras.PackManifestVersion1_1, artifactType, oras.PackManifestOptions{
-		Layers: descs, ConfigDescriptor: &cfg, ManifestAnnotations: annotations,
+	// The manifest is written here, as oras.PackManifest would write it
+	// (image-spec 1.1, an artifactType, the config and layers given): the
+	// oras root package alone costs every guard process 0.2 ms of
+	// package initialisation (docs/BENCHMARKS.md), and a shim call is one.
+	data, err := json.Marshal(ocispec.Manifest{
+		Versioned:    specs.Versioned{SchemaVersion: 2},
+		MediaType:    ocispec.MediaTypeImageManifest,
+		ArtifactType: artifactType,
+		Config:       cfg,
+		Layers:       descs,
+		Annotations:  annotations,
 	})
 	if err != nil {
-		return "", fmt.Errorf("push the manifest: %w", err)
+		return "", err
 	}
-	if err := r.repo.Tag(ctx, man, tag); err != nil {
-		return "", fmt.Errorf("tag %s: %w", tag, err)
+	man := content.NewDescriptorFromBytes(ocispec.MediaTypeImageManifest, data)
+	if err := r.repo.PushReference(ctx, man, bytes.NewReader(data), tag); err != nil {
+		return "", fmt.Errorf("push the manifest: %w", r.explain(err))
 	}
 	return man.Digest, nil
 }
@@ -252,5 +277,5 @@ func (r *Repository) Tags(ctx context.Context) ([]string, error) {
 		}
 		return nil
 	})
-	return all, err
+	return all, r.explain(err)
 }

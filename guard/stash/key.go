@@ -102,18 +102,22 @@ func MakeKey(ctx context.Context, in KeyInput) (Key, error) {
 // makes, sorted: the flags every build system reads (CFLAGS, CXXFLAGS,
 // CPPFLAGS, LDFLAGS), CC and CXX whole (CC="gcc -m32" is another build
 // than gcc), and every CMAKE_* variable CMake reads at configure time,
-// but CMAKE_BUILD_PARALLEL_LEVEL, a job count, which does not.
+// but CMAKE_BUILD_PARALLEL_LEVEL, a job count, which does not. An empty
+// value counts as unset.
 func buildEnv(env []string) []string {
 	if env == nil {
 		env = os.Environ()
 	}
 	seen := map[string]string{}
 	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
+		name, value, _ := strings.Cut(kv, "=")
 		switch {
 		case name == "CMAKE_BUILD_PARALLEL_LEVEL":
 		case strings.HasPrefix(name, "CMAKE_"), slices.Contains(flagVars, name):
 			seen[name] = kv // the last one wins, as for a process
+			if value == "" {
+				delete(seen, name) // CFLAGS= builds as no CFLAGS does
+			}
 		}
 	}
 	out := slices.Collect(maps.Values(seen))
