@@ -23,6 +23,7 @@ func (e *Engine) Models() *models.Healer {
 		HealTimeout:   e.c.M.Budget.Heal.D(),
 		Token:         e.c.HFToken,
 		ProgressEvery: e.c.ProgressEvery,
+		Registry:      e.Registry(),
 	}
 }
 

@@ -317,7 +317,11 @@ func (c *checker) model(m *Manifest, i int) {
 		}
 	}
 	for k, u := range md.URLs {
-		if why := CheckURL(u); why != "" {
+		why := CheckURL(u)
+		if strings.HasPrefix(u, "oci://") {
+			why = checkModelRegistry(u, md.SHA256)
+		}
+		if why != "" {
 			c.errorf(modelPath(i, "urls").index(k), "%s", why)
 		}
 	}
@@ -398,6 +402,27 @@ func checkRegistry(raw string) string {
 		return fmt.Sprintf("%q is not a registry: want oci://HOST[:PORT]/REPO", raw)
 	case !ok || host == "" || repo == "" || strings.ContainsAny(rest, "@ ") || strings.Contains(repo, ":"):
 		return fmt.Sprintf("%q: want oci://HOST[:PORT]/REPO, with no tag (the stash tags each entry by its key)", raw)
+	}
+	return ""
+}
+
+// checkModelRegistry checks a model's registry url,
+// oci://HOST[:PORT]/REPO[:TAG|@sha256:HEX]: a digest is the model's sha256,
+// so it must be the pin when there is one.
+func checkModelRegistry(raw, pin string) string {
+	rest, _ := strings.CutPrefix(raw, "oci://")
+	host, repo, ok := strings.Cut(rest, "/")
+	if !ok || host == "" || repo == "" || strings.ContainsAny(rest, " ") {
+		return fmt.Sprintf("%q: want oci://HOST[:PORT]/REPO[:TAG] or oci://HOST/REPO@sha256:HEX", raw)
+	}
+	if _, d, ok := strings.Cut(repo, "@"); ok {
+		hexd, ok := strings.CutPrefix(d, "sha256:")
+		if !ok || len(hexd) != 64 || strings.Trim(hexd, "0123456789abcdef") != "" {
+			return fmt.Sprintf("%q: the digest after @ must be sha256: and 64 hex digits", raw)
+		}
+		if pin != "" && !strings.EqualFold(pin, hexd) {
+			return fmt.Sprintf("%q names sha256 %s, but the model's sha256 is %s: the registry's digest is the model's sha256", raw, hexd, pin)
+		}
 	}
 	return ""
 }

@@ -62,7 +62,7 @@ func newApp(w guard.World) *cli.App {
 		ExitErrHandler:       func(*cli.Context, error) {}, // runApp prints errors once, in guard's voice
 		Commands: []*cli.Command{
 			installCommand, uninstallCommand, statusCommand, healCommand, whichCommand, execCommand,
-			askCommand, cacheCommand, stashCommand, manifestCommand, completionCommand, mendCommand,
+			askCommand, cacheCommand, stashCommand, modelCommand, manifestCommand, completionCommand, mendCommand,
 		},
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "verbose", Usage: "print each decision of a call on stderr (as GUARD_DEBUG=1 does for shims): guard --verbose exec NAME -- ARGS"},
@@ -536,6 +536,25 @@ var stashCommand = &cli.Command{
 					return cli.Exit("stash keygen takes at most one name: guard stash keygen [NAME]", 2)
 				}
 				return commands.StashKeygen(e, e.Config().Stdout, ctx.Args().First())
+			}),
+		},
+	},
+}
+
+var modelCommand = &cli.Command{
+	Name:      "model",
+	Usage:     "push a model to an OCI registry, where a fleet's manifests name it",
+	UsageText: usage("guard model push FILE oci://HOST/REPO[:TAG]", "guard model push ~/models/qwen.gguf oci://ghcr.io/acme/models/qwen:q4"),
+	Subcommands: []*cli.Command{
+		{
+			Name:      "push",
+			Usage:     "push a GGUF file as one raw layer (its digest is its sha256) and print the manifest lines that name it",
+			UsageText: usage("guard model push FILE oci://HOST/REPO[:TAG]", "guard model push ~/models/qwen.gguf oci://ghcr.io/acme/models/qwen:q4"),
+			Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
+				if ctx.NArg() != 2 || !strings.HasPrefix(ctx.Args().Get(1), "oci://") {
+					return cli.Exit("model push needs a file and a registry: guard model push FILE oci://HOST/REPO[:TAG]", 2)
+				}
+				return commands.ModelPush(e, e.Config().Stdout, ctx.Args().Get(0), ctx.Args().Get(1))
 			}),
 		},
 	},

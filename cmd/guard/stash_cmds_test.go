@@ -1,11 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/rogpeppe/go-internal/testscript"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/stash"
@@ -14,6 +21,7 @@ import (
 func init() {
 	scriptCmds["stashcraft"] = cmdStashCraft
 	scriptCmds["registry"] = cmdRegistry
+	scriptCmds["ollamapush"] = cmdOllamaPush
 }
 
 // registry starts a real OCI registry (CNCF distribution, in-process,
@@ -65,4 +73,38 @@ func cmdStashCraft(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Check(os.RemoveAll(root))
 	ts.Check(os.RemoveAll(made.Dir))
+}
+
+// ollamapush REF FILE pushes FILE to the registry as ollama lays a model
+// out (REF is HOST/REPO:TAG): a Docker v2 manifest whose layers are the
+// weights (application/vnd.ollama.image.model), a template and a license,
+// with a container config, signed in as $HOME's docker login.
+func cmdOllamaPush(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: ollamapush HOST/REPO:TAG FILE")
+	}
+	ref, tag, _ := strings.Cut(args[0], ":")
+	if i := strings.LastIndex(args[0], ":"); i > strings.Index(args[0], "/") {
+		ref, tag = args[0][:i], args[0][i+1:]
+	}
+	repo, err := remote.NewRepository(ref)
+	ts.Check(err)
+	repo.PlainHTTP = true
+	repo.Client = &auth.Client{Credential: auth.StaticCredential(repo.Reference.Registry, auth.Credential{Username: guardtest.RegistryUser, Password: guardtest.RegistryPassword})}
+	ctx := context.Background()
+	push := func(mediaType string, data []byte) ocispec.Descriptor {
+		d := content.NewDescriptorFromBytes(mediaType, data)
+		ts.Check(repo.Push(ctx, d, bytes.NewReader(data)))
+		return d
+	}
+	cfg := push("application/vnd.docker.container.image.v1+json", []byte(`{"model_format":"gguf","model_family":"llama"}`))
+	layers := []ocispec.Descriptor{
+		push("application/vnd.ollama.image.template", []byte("{{ .Prompt }}")),
+		push("application/vnd.ollama.image.model", []byte(ts.ReadFile(args[1]))),
+		push("application/vnd.ollama.image.license", []byte("a license")),
+	}
+	man, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json", "config": cfg, "layers": layers})
+	ts.Check(err)
+	d := content.NewDescriptorFromBytes("application/vnd.docker.distribution.manifest.v2+json", man)
+	ts.Check(repo.PushReference(ctx, d, bytes.NewReader(man), tag))
 }

@@ -18,12 +18,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
 	"github.com/sandbox-guard/guard/guard/models/verify"
+	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -52,6 +54,7 @@ type Healer struct {
 	FetchBackoff   time.Duration       // base retry back-off of a download (tests use ms)
 	RateWindow     time.Duration       // a download under fetch.DefaultMinRate over this window is retried; 0 = fetch's default
 	ProgressEvery  time.Duration       // progress line interval off a terminal; 0 = progress's default
+	Registry       *registry.Client    // reaches oci:// urls (registry.go); nil = they fail
 }
 
 func (h *Healer) layout() state.Layout { return state.Layout{Dir: h.StateDir} }
@@ -258,9 +261,23 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		h.say("guard: model %s is %s; downloading %s", name, describeStatus(st), describeSize(m.Size))
 	}
 	start := time.Now()
+	urls, client, declared, refused := h.sources(ctx, m)
+	for _, why := range refused {
+		h.say("guard: model %s: %s", name, why)
+		h.event(heallog.Event{Level: "warn", Event: "model.download", Tool: tool, Target: path, Result: "failed", Reason: why})
+	}
+	sha := m.SHA256
+	if sha == "" {
+		sha = declared // an unpinned model is checked against what its registry addresses it by
+	}
+	if len(urls) == 0 {
+		err := fmt.Errorf("every url was refused: %s", strings.Join(refused, "; "))
+		h.event(heallog.Event{Level: "error", Event: "model.download", Tool: tool, Target: path, Result: "failed", Reason: err.Error()})
+		return fmt.Errorf("heal model %s: %w", name, err)
+	}
 	res, err := fetch.Fetch(ctx, fetch.Request{
-		URLs: m.URLs, Dest: dest, Size: m.Size, SHA256: m.SHA256,
-		Token: h.Token, Client: h.Client, Progress: h.Stderr, ProgressEvery: h.ProgressEvery,
+		URLs: urls, Dest: dest, Size: m.Size, SHA256: sha,
+		Token: h.Token, Client: client, Progress: h.Stderr, ProgressEvery: h.ProgressEvery,
 		Backoff: h.FetchBackoff, RateWindow: h.RateWindow,
 		OnRetry: func(url string, attempt int, err error) {
 			// A Retry-After or a back-off can be long: say why nothing moves.

@@ -220,28 +220,36 @@ type Blob struct {
 func (r *Repository) Push(ctx context.Context, tag, artifactType string, config Blob, layers []Blob, annotations map[string]string) (digest.Digest, error) {
 	ctx, cancel := context.WithTimeout(ctx, 4*r.timeout)
 	defer cancel()
-	push := func(b Blob) (ocispec.Descriptor, error) {
-		desc := content.NewDescriptorFromBytes(b.MediaType, b.Data)
-		if ok, err := r.repo.Exists(ctx, desc); err == nil && ok {
-			return desc, nil
-		}
-		err := r.repo.Push(ctx, desc, bytes.NewReader(b.Data))
-		if errors.Is(err, errdef.ErrAlreadyExists) {
-			err = nil
-		}
-		return desc, err
-	}
-	cfg, err := push(config)
-	if err != nil {
-		return "", fmt.Errorf("push the config: %w", r.explain(err))
-	}
 	var descs []ocispec.Descriptor
 	for _, l := range layers {
-		d, err := push(l)
+		d, err := r.pushBlob(ctx, l)
 		if err != nil {
-			return "", fmt.Errorf("push a layer: %w", r.explain(err))
+			return "", fmt.Errorf("push a layer: %w", err)
 		}
 		descs = append(descs, d)
+	}
+	return r.pushManifest(ctx, tag, artifactType, config, descs, annotations)
+}
+
+// pushBlob pushes b unless the registry has it.
+func (r *Repository) pushBlob(ctx context.Context, b Blob) (ocispec.Descriptor, error) {
+	desc := content.NewDescriptorFromBytes(b.MediaType, b.Data)
+	if ok, err := r.repo.Exists(ctx, desc); err == nil && ok {
+		return desc, nil
+	}
+	err := r.repo.Push(ctx, desc, bytes.NewReader(b.Data))
+	if errors.Is(err, errdef.ErrAlreadyExists) {
+		err = nil
+	}
+	return desc, r.explain(err)
+}
+
+// pushManifest pushes config and a manifest of artifactType holding it and
+// layers (pushed already), tagged tag.
+func (r *Repository) pushManifest(ctx context.Context, tag, artifactType string, config Blob, layers []ocispec.Descriptor, annotations map[string]string) (digest.Digest, error) {
+	cfg, err := r.pushBlob(ctx, config)
+	if err != nil {
+		return "", fmt.Errorf("push the config: %w", err)
 	}
 	// The manifest is written here, as oras.PackManifest would write it
 	// (image-spec 1.1, an artifactType, the config and layers given): the
@@ -252,7 +260,7 @@ func (r *Repository) Push(ctx context.Context, tag, artifactType string, config 
 		MediaType:    ocispec.MediaTypeImageManifest,
 		ArtifactType: artifactType,
 		Config:       cfg,
-		Layers:       descs,
+		Layers:       layers,
 		Annotations:  annotations,
 	})
 	if err != nil {

@@ -1,0 +1,137 @@
+package registry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// A model is one GGUF file held whole as one raw layer, so that the
+// layer's digest is the model's sha256 (docs/registry.md). These are the
+// layouts read: guard's own, which is Docker Model Runner's layer type,
+// and ollama's.
+const (
+	// MediaTypeGGUF is Docker Model Runner's layer of a GGUF file, and the
+	// one `guard model push` writes.
+	MediaTypeGGUF = "application/vnd.docker.ai.gguf.v3"
+	// MediaTypeOllamaModel is ollama's layer of the model's weights.
+	MediaTypeOllamaModel = "application/vnd.ollama.image.model"
+
+	modelArtifactType = "application/vnd.guard.model.v1"
+)
+
+// ModelLayer returns the GGUF layer the reference of r names. A digest
+// (REPO@sha256:HEX) is the model's own sha256: the blob of that digest
+// (asked for with a HEAD, nothing of its body read), or failing that the
+// manifest of that digest, as OCI names manifests. A tag (else "latest")
+// names a manifest, whose one GGUF layer is the model: a manifest with
+// none, or with several (a model in shards), is refused.
+func (r *Repository) ModelLayer(ctx context.Context) (ocispec.Descriptor, error) {
+	ref := r.Reference
+	if ref == "" {
+		ref = "latest"
+	}
+	if strings.HasPrefix(ref, "sha256:") {
+		ctx, cancel := context.WithTimeout(ctx, r.timeout)
+		desc, err := r.repo.Blobs().Resolve(ctx, ref)
+		cancel()
+		if err == nil {
+			desc.MediaType = MediaTypeGGUF
+			return desc, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return ocispec.Descriptor{}, r.explain(err)
+		}
+	}
+	m, err := r.FetchManifest(ctx, ref)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	var found []ocispec.Descriptor
+	for _, l := range m.Layers {
+		if l.MediaType == MediaTypeGGUF || l.MediaType == MediaTypeOllamaModel {
+			found = append(found, l)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return ocispec.Descriptor{}, fmt.Errorf("%s holds no GGUF layer (%s or %s)", r, MediaTypeGGUF, MediaTypeOllamaModel)
+	case len(found) > 1:
+		return ocispec.Descriptor{}, fmt.Errorf("%s holds %d GGUF layers (a model in shards), not one file", r, len(found))
+	case found[0].Digest.Algorithm() != digest.SHA256:
+		return ocispec.Descriptor{}, fmt.Errorf("%s: its GGUF layer is %s, not a sha256", r, found[0].Digest)
+	}
+	return found[0], nil
+}
+
+// BlobURL is the address of a blob of r: a download with Range and
+// resume reads it there, through Transport.
+func (r *Repository) BlobURL(d ocispec.Descriptor) string {
+	scheme := "https"
+	if r.repo.PlainHTTP {
+		scheme = "http"
+	}
+	return fmt.Sprintf("%s://%s/v2/%s/blobs/%s", scheme, r.Host, r.Repo, d.Digest)
+}
+
+// Transport sends a request to r's registry signed in as r is (a token
+// for the repository, fetched on the registry's challenge); a request to
+// another host (a blob's redirect to its storage) goes out as the
+// registry's client sends it, without the registry's credentials.
+func (r *Repository) Transport() http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) { return r.repo.Client.Do(req) })
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// PushModel pushes the GGUF file at path as one raw layer of Docker Model
+// Runner's type, tagged with r's reference (else "latest"), and returns
+// the layer's digest: the model's sha256. The file is read twice, to hash
+// it and to send it, and never held in memory.
+func (r *Repository) PushModel(ctx context.Context, path string) (digest.Digest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	size, err := io.Copy(h, f)
+	if err != nil {
+		return "", err
+	}
+	layer := ocispec.Descriptor{
+		MediaType:   MediaTypeGGUF,
+		Digest:      digest.NewDigestFromEncoded(digest.SHA256, hex.EncodeToString(h.Sum(nil))),
+		Size:        size,
+		Annotations: map[string]string{ocispec.AnnotationTitle: filepath.Base(path)},
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	if ok, err := r.repo.Exists(ctx, layer); err != nil || !ok {
+		if err := r.repo.Push(ctx, layer, f); err != nil {
+			return "", fmt.Errorf("push %s: %w", filepath.Base(path), r.explain(err))
+		}
+	}
+	tag := r.Reference
+	if tag == "" {
+		tag = "latest"
+	}
+	if _, err := r.pushManifest(ctx, tag, modelArtifactType, Blob{MediaType: ocispec.MediaTypeEmptyJSON, Data: []byte("{}")}, []ocispec.Descriptor{layer},
+		map[string]string{ocispec.AnnotationTitle: filepath.Base(path)}); err != nil {
+		return "", err
+	}
+	return layer.Digest, nil
+}
