@@ -27,12 +27,39 @@ type StashState struct {
 	Entries int   `json:"entries"`
 	Bytes   int64 `json:"bytes"`
 	Matches bool  `json:"matches"`
+	// Sources are the recipe's stash_from, each with what it last
+	// answered a restore ("never asked" before the first).
+	Sources []SourceState `json:"sources,omitempty"`
+	// PushTo is the recipe's stash_to and the last line of the last
+	// background push ("" before the first).
+	PushTo   string `json:"push_to,omitempty"`
+	LastPush string `json:"last_push,omitempty"`
+}
+
+// SourceState is a stash source and its last answer.
+type SourceState struct {
+	URL string `json:"url"`
+	stash.SourceResult
 }
 
 // stashState reads rec's entries; the key is computed only when there is
 // one to match (it runs git and the compilers).
 func stashState(e *guard.Engine, items []stash.Item, rec *manifest.Build) StashState {
 	var st StashState
+	if len(rec.StashFrom) > 0 {
+		answers := e.Stash().Sources()
+		for _, src := range rec.StashFrom {
+			r, ok := answers[src]
+			if !ok {
+				r = stash.SourceResult{Result: "never asked"}
+			}
+			st.Sources = append(st.Sources, SourceState{URL: src, SourceResult: r})
+		}
+	}
+	if rec.StashTo != "" {
+		st.PushTo = rec.StashTo
+		st.LastPush = lastLine(filepath.Join(e.Config().State().Stash(), "push.log"))
+	}
 	for _, it := range items {
 		if it.Recipe == rec.Name {
 			st.Entries++
@@ -45,6 +72,16 @@ func stashState(e *guard.Engine, items []stash.Item, rec *manifest.Build) StashS
 		}
 	}
 	return st
+}
+
+// lastLine is the last line of the small file at path, or "".
+func lastLine(path string) string {
+	data, err := state.ReadRegular(path, 64<<10, true)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return lines[len(lines)-1]
 }
 
 func matching(items []stash.Item, recipe, key string) bool {

@@ -127,6 +127,12 @@ func (p *printer) print(out io.Writer, r *Report) {
 				stashed = stashText(b.Stash) + "\t"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%slog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), lastBuilt(b), stashed, p.tilde(b.Log))
+			for _, src := range b.Stash.Sources {
+				fmt.Fprintf(tw, "    stash_from\t%s\t%s\n", printable(src.URL), p.mark(src.Result != "failed", answerText(src)))
+			}
+			if b.Stash.PushTo != "" {
+				fmt.Fprintf(tw, "    stash_to\t%s\t%s\n", printable(b.Stash.PushTo), printable(pushText(b.Stash)))
+			}
 		}
 	}
 
@@ -322,6 +328,26 @@ func modelsDir(ms []ModelState) string {
 		}
 	}
 	return dir
+}
+
+// answerText says what a stash source last answered, and when.
+func answerText(s SourceState) string {
+	if s.At.IsZero() {
+		return s.Result
+	}
+	t := s.Result + " " + time.Since(s.At).Round(time.Second).String() + " ago"
+	if s.Reason != "" {
+		t += ": " + s.Reason
+	}
+	return t
+}
+
+// pushText is the last line of the last background push.
+func pushText(s StashState) string {
+	if s.LastPush == "" {
+		return "no push yet"
+	}
+	return "last push: " + strings.TrimPrefix(s.LastPush, "guard: ")
 }
 
 // stashText says what a recipe's stash holds and whether a heal would

@@ -62,6 +62,14 @@ type documentedReport struct {
 			Entries int   `json:"entries"`
 			Bytes   int64 `json:"bytes"`
 			Matches bool  `json:"matches"`
+			Sources []struct {
+				URL    string    `json:"url"`
+				At     time.Time `json:"at"`
+				Result string    `json:"result"`
+				Reason string    `json:"reason"`
+			} `json:"sources"`
+			PushTo   string `json:"push_to"`
+			LastPush string `json:"last_push"`
 		} `json:"stash"`
 	} `json:"builds"`
 	Packages []struct {

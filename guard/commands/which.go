@@ -77,6 +77,12 @@ func Which(e *guard.Engine, out io.Writer, name string) bool {
 			row("step", strconv.Itoa(i+1), printable(builds.QuoteArgv(step)))
 		}
 		row("stash", strings.TrimPrefix(stashText(b.Stash), "stash "), "")
+		for _, src := range b.Stash.Sources {
+			row("stash_from", printable(src.URL), printable(answerText(src)))
+		}
+		if b.Stash.PushTo != "" {
+			row("stash_to", printable(b.Stash.PushTo), printable(pushText(b.Stash)))
+		}
 	}
 	if tool.Package != "" {
 		row("package", printable(tool.Package), "installed by a heal when the binary is missing")

@@ -391,17 +391,21 @@ func (s *Store) Restore(ctx context.Context, recipe string, key Key, root string
 		s.drop(it)
 		failed = append(failed, fmt.Errorf("stash entry %s refused and removed: %w", it.Name(), err))
 	}
+	answers := map[string]SourceResult{}
+	defer func() { s.noteSources(answers) }()
 	for _, src := range sources {
 		it, data, err := s.fromSource(ctx, src, recipe, key.Sum)
-		if errors.Is(err, ErrNoEntry) {
-			continue
-		}
 		if err == nil {
 			var n int
 			if n, err = unpack(data, recipe, key.Sum, root, outputs); err == nil {
+				answers[src] = sourceResult(nil)
 				_ = s.put(ctx, it, data) // the next restore is local
 				return Restored{From: src, Bytes: it.Size, Files: n}, nil
 			}
+		}
+		answers[src] = sourceResult(err)
+		if errors.Is(err, ErrNoEntry) {
+			continue
 		}
 		failed = append(failed, fmt.Errorf("%s: %w", src, err))
 	}
