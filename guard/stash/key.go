@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -85,7 +86,10 @@ func MakeKey(ctx context.Context, in KeyInput) (Key, error) {
 	firstCXX, _, _ := strings.Cut(cxxV, "\n")
 	note("cc", cc+": "+first)
 	note("c++", cxx+": "+firstCXX)
-	cpu := cpuTarget(ctx, cc, in.Env)
+	cpu := "arch " + runtime.GOARCH // a portable build runs on any CPU of its architecture
+	if !portable(in.Steps) {
+		cpu = cpuTarget(ctx, cc, in.Env)
+	}
 	note("cpu", cpu)
 	h := sha256.New()
 	for _, part := range []string{"guard-stash-key 2", string(steps), source, strings.Join(env, "\n"), ccV, cxxV, cpu} {
@@ -408,6 +412,25 @@ func compilerVersion(ctx context.Context, compiler string, env []string) string 
 		return "none"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// portable reports whether the steps build llama.cpp's portable CPU code
+// (-DGGML_NATIVE=OFF, as its own releases are built, with
+// GGML_BACKEND_DL and GGML_CPU_ALL_VARIANTS choosing the code at run
+// time): then the CPU part of the key is the architecture alone, so every
+// machine of that architecture shares the entry.
+func portable(steps [][]string) bool {
+	for _, step := range steps {
+		for _, arg := range step {
+			if v, ok := cmakeDefine(arg, "GGML_NATIVE"); ok {
+				switch strings.ToUpper(v) {
+				case "OFF", "0", "FALSE", "NO", "N":
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // cpuTarget is the CPU as the C compiler cc resolves -march=native:

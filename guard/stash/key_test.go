@@ -88,6 +88,31 @@ func TestKeyCPUIsWhatNativeResolvesTo(t *testing.T) {
 	}
 }
 
+// A recipe that builds portable code (-DGGML_NATIVE=OFF) is keyed on the
+// architecture alone: another CPU of it shares the entry.
+func TestKeyOfPortableBuildIsTheArchitecture(t *testing.T) {
+	bin := t.TempDir()
+	cc := "#!/bin/sh\ncase \"$*\" in *-###*) echo \" /x/cc1 \\\"-march=$MARCH\\\"\" >&2;; *) echo 'gcc 12';; esac\n"
+	write(t, filepath.Join(bin, "cc"), cc, 0o755)
+	write(t, filepath.Join(bin, "c++"), "#!/bin/sh\necho 'g++ 12'\n", 0o755)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
+	key := func(march string, steps ...string) Key {
+		t.Helper()
+		k, err := MakeKey(context.Background(), KeyInput{Steps: [][]string{append([]string{"cmake", "-B", "build"}, steps...)}, Dir: dir, Env: []string{"PATH=" + bin, "MARCH=" + march}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	if a, b := key("skylake", "-DGGML_NATIVE=OFF"), key("znver4", "-DGGML_NATIVE=OFF"); a.Sum != b.Sum || !strings.HasPrefix(inputOf(a, "cpu"), "arch ") {
+		t.Errorf("portable builds on two CPUs: %q and %q", inputOf(a, "cpu"), inputOf(b, "cpu"))
+	}
+	if a, b := key("skylake", "-DGGML_NATIVE:BOOL=ON"), key("znver4", "-DGGML_NATIVE:BOOL=ON"); a.Sum == b.Sum {
+		t.Errorf("native builds on two CPUs share a key")
+	}
+}
+
 func inputOf(k Key, name string) string {
 	var vals []string
 	for _, in := range k.Inputs {
