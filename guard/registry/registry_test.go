@@ -3,6 +3,8 @@ package registry
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -117,5 +119,39 @@ func TestPushFetchWithDockerCredentials(t *testing.T) {
 	https, _ := (&Client{}).Open(ref)
 	if _, err := https.FetchManifest(ctx, "t1"); err == nil {
 		t.Error("a host not marked plain http was read over http")
+	}
+}
+
+// Credentials from a Docker credential helper (credsStore), as Docker
+// Desktop, ECR and GCR set them up: the helper is asked, and its answer
+// signs the push in.
+func TestCredentialHelper(t *testing.T) {
+	reg := startRegistry(t)
+	home, bin := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("DOCKER_CONFIG", "")
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	helper := "#!/bin/sh\n[ \"$1\" = get ] || exit 1\nread server\necho \"$server\" >> " + filepath.Join(bin, "asked") + "\n" +
+		"printf '{\"ServerURL\":\"%s\",\"Username\":\"" + guardtest.RegistryUser + "\",\"Secret\":\"" + guardtest.RegistryPassword + "\"}' \"$server\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "docker-credential-guardtest"), []byte(helper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".docker"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".docker", "config.json"), []byte(`{"credsStore": "guardtest"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := Parse(Scheme + reg.Host + "/fleet/helper")
+	repo, err := (&Client{PlainHTTP: []string{reg.Host}}).Open(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Push(context.Background(), "t1", "application/vnd.guard.test.artifact", Blob{MediaType: "application/vnd.guard.test.config+json", Data: []byte("{}")}, []Blob{{MediaType: "application/vnd.guard.test", Data: []byte("x")}}, nil); err != nil {
+		t.Fatalf("push with the helper's credentials: %v", err)
+	}
+	asked, err := os.ReadFile(filepath.Join(bin, "asked"))
+	if err != nil || !strings.Contains(string(asked), reg.Host) {
+		t.Errorf("the helper was not asked for %s: %q %v", reg.Host, asked, err)
 	}
 }
