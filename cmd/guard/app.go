@@ -239,11 +239,12 @@ func engine(ctx *cli.Context, repair bool) (*guard.Engine, error) {
 var installCommand = &cli.Command{
 	Name:  "install",
 	Usage: "put guard first in PATH: copy it to the shim folder, link every manifest tool to it, add the PATH block to the shell start-up files",
-	UsageText: usage("guard install [--shim-dir D] [--no-rc] [--force] [--bash-env] [--prewarm] [--system] [--source DIR | --release-url URL --release-sha256 HEX]",
+	UsageText: usage("guard install [--shim-dir D] [--no-rc] [--no-openclaw] [--force] [--bash-env] [--prewarm] [--system] [--source DIR | --release-url URL --release-sha256 HEX]",
 		"guard install --bash-env && export PATH=\"$HOME/.shim:$PATH\""),
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "shim-dir", Usage: "where the shims go (made absolute and recorded in the manifest)", EnvVars: []string{"GUARD_SHIM_DIR"}},
 		&cli.BoolFlag{Name: "no-rc", Usage: "leave the shell start-up files and guard's hook files alone"},
+		&cli.BoolFlag{Name: "no-openclaw", Usage: "leave OpenClaw's config alone (by default install puts the shim folder first in its tools.exec.pathPrepend)"},
 		&cli.BoolFlag{Name: "force", Usage: "replace files in the shim folder that are not guard's links"},
 		&cli.BoolFlag{Name: "bash-env", Usage: "also reach non-interactive bash: login shells export BASH_ENV=~/.config/guard/env.sh"},
 		&cli.BoolFlag{Name: "prewarm", Usage: "at shell start, heal in the background what the manifest keeps when something is missing"},
@@ -258,6 +259,7 @@ var installCommand = &cli.Command{
 			ReleaseURL: ctx.String("release-url"), ReleaseSHA256: ctx.String("release-sha256"),
 			NoRC: ctx.Bool("no-rc"), Force: ctx.Bool("force"),
 			BashEnv: ctx.Bool("bash-env"), Prewarm: ctx.Bool("prewarm"), System: ctx.Bool("system"),
+			NoOpenClaw: ctx.Bool("no-openclaw"),
 		})
 	}),
 }

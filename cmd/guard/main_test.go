@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +39,17 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		Setup:               setup,
 		Cmds:                scriptCmds,
+		Condition:           condition,
 	})
+}
+
+// condition adds [root]: the process runs as root, so a script can give a
+// file to another user.
+func condition(cond string) (bool, error) {
+	if cond == "root" {
+		return os.Geteuid() == 0, nil
+	}
+	return false, fmt.Errorf("unknown condition %q", cond)
 }
 
 // scriptCmds are the custom testscript commands; other _test files add
@@ -80,6 +91,11 @@ func setup(e *testscript.Env) error {
 	// The race detector sleeps 1 s at every exit by default; guard exits a lot.
 	e.Setenv("GORACE", "atexit_sleep_ms=0")
 	e.Setenv("npm_config_yes", "")
+	// OpenClaw's config is found through these (package openclaw): a
+	// script never reaches the person's own.
+	for _, k := range []string{"OPENCLAW_CONFIG_PATH", "OPENCLAW_STATE_DIR", "OPENCLAW_HOME"} {
+		e.Setenv(k, "")
+	}
 	e.Setenv("REPO", repoRoot())
 	for _, hook := range setupHooks {
 		if err := hook(e); err != nil {

@@ -49,10 +49,12 @@ type skillMeta struct {
 // TestOpenClawSkill checks docs/openclaw/guard: a text-only folder whose
 // SKILL.md frontmatter parses the way OpenClaw reads it (single-line keys,
 // metadata a one-line JSON object); whose gating does not need the guard
-// binary (a sandbox that evicted guard is when the skill is needed); whose
-// installers are the npm package and go install (a release adds its
-// verified downloads) and whose install steps name the verified installer
-// and ./install.sh; and whose body teaches
+// binary (a sandbox that evicted guard is when the skill is needed, and
+// OpenClaw hides a skill whose binary is missing from the model), so it
+// lists no installers (guard-install does); whose description starts with
+// when to use it; whose install steps name the verified installer and
+// ./install.sh; and whose body teaches how to run a long heal under
+// OpenClaw's exec tool,
 // guard install, status and heal, the exit statuses, and what guard status
 // says on a fresh install and what a full heal costs, as they are.
 func TestOpenClawSkill(t *testing.T) {
@@ -79,58 +81,32 @@ func TestOpenClawSkill(t *testing.T) {
 	if len(desc) < 40 || len(desc) > 1024 || strings.ContainsAny(desc, "<>") {
 		t.Errorf("description must be 40-1024 characters without angle brackets, got %d: %q", len(desc), desc)
 	}
+	// OpenClaw cuts a description to about 220 characters in a small
+	// prompt: when to use the skill comes first.
 	for _, word := range []string{"npx", "llama-completion", "evict", "not found"} {
-		if !strings.Contains(desc, word) {
-			t.Errorf("description does not say %q, so an agent would not know when to use the skill", word)
+		if !strings.Contains(desc[:min(len(desc), 220)], word) {
+			t.Errorf("the description's first 220 characters do not say %q, so an agent shown the cut description would not know when to use the skill", word)
 		}
 	}
 
-	var meta skillMeta
-	dec := json.NewDecoder(strings.NewReader(front["metadata"]))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&meta); err != nil {
-		t.Fatalf("metadata is not the one-line JSON object OpenClaw expects: %v", err)
-	}
-	oc := meta.OpenClaw
+	oc := skillMetadata(t, front["metadata"]).OpenClaw
 	for _, bin := range append(oc.Requires.Bins, oc.Requires.AnyBins...) {
 		if bin == "guard" {
-			t.Errorf("the skill requires the guard binary: OpenClaw hides it exactly when a sandbox evicted guard")
+			t.Errorf("the skill requires the guard binary: OpenClaw hides it from the model exactly when a sandbox evicted guard")
 		}
 	}
-	for _, system := range oc.OS {
-		if system != "linux" && system != "darwin" && system != "win32" {
-			t.Errorf("os %q is not one OpenClaw knows", system)
-		}
+	checkOS(t, oc.OS)
+	if len(oc.Install) != 0 {
+		t.Errorf("the guard skill lists installers %v: OpenClaw offers installers only for a missing required binary, so they belong in guard-install", oc.Install)
 	}
-	// This copy's installers: the npm package and go install of the
-	// command, each with the field OpenClaw needs for its kind (it drops
-	// an entry without it). The download entries, which carry a release's
-	// sha256, are only in the copy a release ships (cmd/release skill).
-	module := skillGoModule(t, root)
-	if module != "github.com/sandbox-guard/guard" {
-		t.Errorf("go.mod names module %q; the skill's homepage says github.com/sandbox-guard/guard", module)
-	}
-	kinds := map[string]bool{}
-	for _, in := range oc.Install {
-		kinds[in.Kind] = true
-		if in.ID == "" || in.Label == "" || !slices.Equal(in.Bins, []string{"guard"}) || !slices.Equal(in.OS, []string{"linux"}) {
-			t.Errorf("install entry %+v: want an id, a label, bins [guard] and os [linux]", in)
+	// Under OpenClaw's exec tool: how to wait for a long heal past exec's
+	// backgrounding and timeout, and GUARD_TIMEOUT through exec's env.
+	flat := strings.Join(strings.Fields(body), " ") // a phrase may wrap
+	for _, want := range []string{"`background: true`", "`timeoutSeconds`", "`tools.exec.timeoutSeconds`", "`process` tool",
+		`"env": {"GUARD_TIMEOUT"`, "`tools.exec.pathPrepend`", "guard install --no-openclaw"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the skill's body does not say %s", want)
 		}
-		switch in.Kind {
-		case "node":
-			if in.Package != "@sandbox-guard/guard" {
-				t.Errorf("node installer package %q, want the npm launcher @sandbox-guard/guard", in.Package)
-			}
-		case "go":
-			if in.Module != module+"/cmd/guard@latest" {
-				t.Errorf("go installer module %q, want %s/cmd/guard@latest", in.Module, module)
-			}
-		default:
-			t.Errorf("install entry %+v: the repository's copy has node and go installers only; a release adds its downloads", in)
-		}
-	}
-	if !kinds["node"] || !kinds["go"] {
-		t.Errorf("the skill's installers are %v, want node and go", kinds)
 	}
 	if _, err := os.Stat(filepath.Join(root, "install.sh")); err != nil || !strings.Contains(body, "./install.sh") || !strings.Contains(body, "/releases/latest/download/install.sh | sh") {
 		t.Errorf("the skill's install steps must be the release's verified installer and this repository's ./install.sh (%v)", err)
@@ -146,7 +122,6 @@ func TestOpenClawSkill(t *testing.T) {
 		}
 	}
 
-	flat := strings.Join(strings.Fields(body), " ") // a phrase may wrap
 	for _, want := range []string{"guard status", "guard heal", "guard heal --background", "protection is off",
 		"exit 0", "exit 1", "| 75 |", "guard heal --wait", "| 124 |", "| 127 |", "| 125 |", "| 2 |"} {
 		if !strings.Contains(flat, want) {
@@ -199,6 +174,95 @@ func numberWord(n int) string {
 		return words[n]
 	}
 	return fmt.Sprint(n)
+}
+
+// TestOpenClawInstallSkill checks docs/openclaw/guard-install, the skill
+// OpenClaw offers installers for: it requires the guard binary (OpenClaw
+// lists a skill's installers only while a required binary is missing), its
+// installers are the npm package and go install (a release replaces them
+// with its verified downloads: cmd/release), each label names the command
+// to run from where that installer puts guard, and its body's table says
+// the same for each kind.
+func TestOpenClawInstallSkill(t *testing.T) {
+	root := repoRoot()
+	dir := filepath.Join(root, "docs", "openclaw", "guard-install")
+	skillTextOnly(t, dir)
+	data, err := os.ReadFile(filepath.Join(dir, "SKILL.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, body, err := skillFrontmatter(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if front["name"] != filepath.Base(dir) {
+		t.Errorf("name %q, want the folder's name %q", front["name"], filepath.Base(dir))
+	}
+	if desc := front["description"]; !strings.HasPrefix(desc, "Use when the guard binary is missing") || len(desc) > 220 {
+		t.Errorf("description %q: want when to use it first, within the 220 characters a small prompt keeps", desc)
+	}
+	oc := skillMetadata(t, front["metadata"]).OpenClaw
+	if !slices.Equal(oc.Requires.Bins, []string{"guard"}) {
+		t.Errorf("requires.bins %v, want [guard]: OpenClaw offers installers only for a missing required binary", oc.Requires.Bins)
+	}
+	checkOS(t, oc.OS)
+	module := skillGoModule(t, root)
+	if module != "github.com/sandbox-guard/guard" {
+		t.Errorf("go.mod names module %q; the skill's homepage says github.com/sandbox-guard/guard", module)
+	}
+	then := map[string]string{"node": "~/.openclaw/tools/node/npm/bin/guard install", "go": "~/.local/bin/guard install"}
+	kinds := map[string]bool{}
+	for _, in := range oc.Install {
+		kinds[in.Kind] = true
+		if in.ID == "" || !slices.Equal(in.Bins, []string{"guard"}) || !slices.Equal(in.OS, []string{"linux"}) {
+			t.Errorf("install entry %+v: want an id, bins [guard] and os [linux]", in)
+		}
+		if !strings.HasSuffix(in.Label, "then run "+then[in.Kind]) {
+			t.Errorf("install entry %q's label %q does not end with the command to run from where it puts guard (%s)", in.ID, in.Label, then[in.Kind])
+		}
+		switch in.Kind {
+		case "node":
+			if in.Package != "@sandbox-guard/guard" {
+				t.Errorf("node installer package %q, want the npm launcher @sandbox-guard/guard", in.Package)
+			}
+		case "go":
+			if in.Module != module+"/cmd/guard@latest" {
+				t.Errorf("go installer module %q, want %s/cmd/guard@latest", in.Module, module)
+			}
+		default:
+			t.Errorf("install entry %+v: the repository's copy has node and go installers only; a release makes its downloads", in)
+		}
+	}
+	if !kinds["node"] || !kinds["go"] {
+		t.Errorf("the skill's installers are %v, want node and go", kinds)
+	}
+	flat := strings.Join(strings.Fields(body), " ")
+	for _, want := range []string{"`~/.openclaw/tools/guard-install/guard install`", "`" + then["node"] + "`", "`" + then["go"] + "`",
+		"`tools.exec.pathPrepend`", "/releases/latest/download/install.sh | sh"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the skill's body does not say %s", want)
+		}
+	}
+}
+
+func skillMetadata(t *testing.T, text string) skillMeta {
+	t.Helper()
+	var meta skillMeta
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&meta); err != nil {
+		t.Fatalf("metadata is not the one-line JSON object OpenClaw expects: %v", err)
+	}
+	return meta
+}
+
+func checkOS(t *testing.T, list []string) {
+	t.Helper()
+	for _, system := range list {
+		if system != "linux" && system != "darwin" && system != "win32" {
+			t.Errorf("os %q is not one OpenClaw knows", system)
+		}
+	}
 }
 
 // skillFrontmatter reads the block between the first two --- lines as

@@ -3,7 +3,7 @@
 //
 //	go run ./cmd/release check dist   the archives, checksums and binaries are what install.sh expects
 //	go run ./cmd/release npm dist     dist/npm: the npm packages (a launcher and one per platform)
-//	go run ./cmd/release skill dist   dist/openclaw/guard/SKILL.md with the real checksums
+//	go run ./cmd/release skill dist   dist/openclaw: the guard skill, and guard-install with the verified downloads
 //
 // It runs from the repository's top folder (it reads README.md and the
 // skill there). The archive naming it checks and builds by is ArchiveName,
@@ -28,7 +28,7 @@ func main() {
 	case "npm":
 		err = writeNPM(dist, Arches, os.Stdout)
 	case "skill":
-		err = writeSkill(dist, "docs/openclaw/guard/SKILL.md", os.Stdout)
+		err = writeSkill(dist, "docs/openclaw", os.Stdout)
 	default:
 		fmt.Fprintf(os.Stderr, "release: unknown command %q; want check, npm or skill\n", os.Args[1])
 		os.Exit(2)

@@ -16,10 +16,15 @@ import (
 // so a typo would drop an installer without a word.
 type skillMeta struct {
 	OpenClaw struct {
-		Emoji   string         `json:"emoji,omitempty"`
-		OS      []string       `json:"os,omitempty"`
-		Install []skillInstall `json:"install"`
+		Emoji    string         `json:"emoji,omitempty"`
+		OS       []string       `json:"os,omitempty"`
+		Requires *skillRequires `json:"requires,omitempty"`
+		Install  []skillInstall `json:"install,omitempty"`
 	} `json:"openclaw"`
+}
+
+type skillRequires struct {
+	Bins []string `json:"bins,omitempty"`
 }
 
 type skillInstall struct {
@@ -38,15 +43,41 @@ type skillInstall struct {
 
 const metadataKey = "metadata: "
 
-// writeSkill writes dist/openclaw/guard/SKILL.md: the repository's copy
-// with its installers pinned to this release (the node package at this
-// version, go install at vVERSION) and, first, a verified download per
-// machine carrying the archive's sha256 from checksums.txt.
-func writeSkill(dist, skill string, out io.Writer) error {
+// The skills a release ships (docs/openclaw): guard, the one an agent
+// reads, copied as it is; and guard-install, which requires the guard
+// binary so that OpenClaw offers its installers while guard is missing.
+const (
+	skillGuard     = "guard"
+	skillInstaller = "guard-install"
+)
+
+// downloadThen is where OpenClaw's download installer puts guard (its
+// tools folder for the skill, ~/.openclaw/tools/SKILL) and the command to
+// run from there.
+const downloadThen = "then run ~/.openclaw/tools/" + skillInstaller + "/guard install"
+
+// writeSkill writes dist/openclaw: guard's skill as the repository has it,
+// and guard-install with its installers replaced by a verified download
+// per machine, carrying the archive's sha256 from checksums.txt and the
+// machine in its label. Only downloads: OpenClaw offers one installer of
+// a mixed list, in its own order (node before go before download), and
+// lists every entry only when all are downloads, so the verified ones
+// would never be offered beside the npm and go entries of the
+// repository's copy.
+func writeSkill(dist, docs string, out io.Writer) error {
 	m, sums, err := readRelease(dist)
 	if err != nil {
 		return err
 	}
+	guardSkill, err := os.ReadFile(filepath.Join(docs, skillGuard, "SKILL.md"))
+	if err != nil {
+		return err
+	}
+	if err := writeSkillFile(dist, skillGuard, guardSkill); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "release: wrote %s\n", filepath.Join(dist, "openclaw", skillGuard, "SKILL.md"))
+	skill := filepath.Join(docs, skillInstaller, "SKILL.md")
 	data, err := os.ReadFile(skill)
 	if err != nil {
 		return err
@@ -68,6 +99,14 @@ func writeSkill(dist, skill string, out io.Writer) error {
 	if err := dec.Decode(&meta); err != nil {
 		return fmt.Errorf("%s: metadata: %w", skill, err)
 	}
+	if meta.OpenClaw.Requires == nil || strings.Join(meta.OpenClaw.Requires.Bins, ",") != "guard" {
+		return fmt.Errorf("%s: metadata: requires.bins must be [guard], or OpenClaw never offers its installers", skill)
+	}
+	for _, in := range meta.OpenClaw.Install {
+		if in.Kind != "node" && in.Kind != "go" {
+			return fmt.Errorf("%s: install entry %q: the repository's copy has only node and go entries; the downloads are made here", skill, in.ID)
+		}
+	}
 	var install []skillInstall
 	for _, arch := range Arches {
 		name := ArchiveName(m.Version, arch)
@@ -77,21 +116,10 @@ func writeSkill(dist, skill string, out io.Writer) error {
 		}
 		install = append(install, skillInstall{
 			ID: "download-linux-" + npmArch(arch), Kind: "download",
-			Label: "Download guard " + m.Version + " for Linux " + npmArch(arch) + " (sha256-verified), then run guard install",
+			Label: "Download guard " + m.Version + " for Linux " + npmArch(arch) + " (" + unameArch(arch) + ", sha256-verified), " + downloadThen,
 			OS:    []string{"linux"}, Bins: []string{"guard"},
 			URL: ReleaseBase + "/v" + m.Version + "/" + name, Archive: "tar.gz", Extract: true, SHA256: sum,
 		})
-	}
-	for _, in := range meta.OpenClaw.Install {
-		switch in.Kind {
-		case "node":
-			in.Package = npmMain + "@" + m.Version
-		case "go":
-			in.Module = strings.SplitN(in.Module, "@", 2)[0] + "@v" + m.Version
-		default:
-			return fmt.Errorf("%s: install entry %q: the repository's copy has only node and go entries; the downloads are made here", skill, in.ID)
-		}
-		install = append(install, in)
 	}
 	meta.OpenClaw.Install = install
 	var buf bytes.Buffer
@@ -101,13 +129,30 @@ func writeSkill(dist, skill string, out io.Writer) error {
 		return err
 	}
 	lines[at] = metadataKey + strings.TrimSpace(buf.String())
-	path := filepath.Join(dist, "openclaw", "guard", "SKILL.md")
+	if err := writeSkillFile(dist, skillInstaller, []byte(strings.Join(lines, "\n"))); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "release: wrote %s (%d verified downloads, guard %s)\n", filepath.Join(dist, "openclaw", skillInstaller, "SKILL.md"), len(install), m.Version)
+	return nil
+}
+
+// writeSkillFile writes dist/openclaw/NAME/SKILL.md.
+func writeSkillFile(dist, name string, data []byte) error {
+	path := filepath.Join(dist, "openclaw", name, "SKILL.md")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
-		return err
+	return os.WriteFile(path, data, 0o644)
+}
+
+// unameArch is what `uname -m` says on a machine of arch (a Go GOARCH),
+// for the label an agent matches against it.
+func unameArch(arch string) string {
+	switch arch {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
 	}
-	fmt.Fprintf(out, "release: wrote %s (%d installers, guard %s)\n", path, len(install), m.Version)
-	return nil
+	return arch
 }

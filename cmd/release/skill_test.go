@@ -8,31 +8,43 @@ import (
 	"testing"
 )
 
-// TestSkill: the skill a release ships is the repository's copy with a
-// download per machine carrying the archive's real sha256 and URL, and
-// the npm and go installers pinned to the release; the rest of the file
-// is unchanged.
+// TestSkill: a release ships the guard skill as the repository has it, and
+// guard-install with a verified download per machine in place of the
+// repository's npm and go entries (OpenClaw lists every installer only
+// when all are downloads): each with the archive's real sha256 and URL,
+// the machine in its label and the command to run from where OpenClaw
+// puts guard; the rest of the file is unchanged.
 func TestSkill(t *testing.T) {
 	dist := makeDist(t)
 	t.Chdir(repoRoot(t))
-	const skill = "docs/openclaw/guard/SKILL.md"
 	var out strings.Builder
-	if err := writeSkill(dist, skill, &out); err != nil {
+	if err := writeSkill(dist, "docs/openclaw", &out); err != nil {
 		t.Fatalf("writeSkill: %v\n%s", err, out.String())
 	}
-	repo, err := os.ReadFile(skill)
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{skillGuard, skillInstaller} {
+		repo, err := os.ReadFile(filepath.Join("docs", "openclaw", name, "SKILL.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		made, err := os.ReadFile(filepath.Join(dist, "openclaw", name, "SKILL.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == skillGuard && string(made) != string(repo) {
+			t.Errorf("the release's guard skill differs from the repository's")
+		}
+		if name == skillInstaller {
+			checkInstaller(t, dist, string(repo), string(made))
+		}
 	}
-	made, err := os.ReadFile(filepath.Join(dist, "openclaw", "guard", "SKILL.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+func checkInstaller(t *testing.T, dist, repo, made string) {
 	sums, err := readChecksums(dist)
 	if err != nil {
 		t.Fatal(err)
 	}
-	repoLines, madeLines := strings.Split(string(repo), "\n"), strings.Split(string(made), "\n")
+	repoLines, madeLines := strings.Split(repo, "\n"), strings.Split(made, "\n")
 	if len(repoLines) != len(madeLines) {
 		t.Fatalf("the release's skill has %d lines, the repository's %d", len(madeLines), len(repoLines))
 	}
@@ -50,25 +62,51 @@ func TestSkill(t *testing.T) {
 			t.Fatalf("the release's metadata: %v", err)
 		}
 	}
-	got := map[string]skillInstall{}
-	for _, in := range meta.OpenClaw.Install {
-		got[in.ID] = in
+	if meta.OpenClaw.Requires == nil || strings.Join(meta.OpenClaw.Requires.Bins, ",") != "guard" {
+		t.Errorf("requires %+v, want bins [guard]", meta.OpenClaw.Requires)
 	}
-	for _, arch := range Arches {
+	if len(meta.OpenClaw.Install) != len(Arches) {
+		t.Errorf("installers %v, want one download per machine and nothing else", meta.OpenClaw.Install)
+	}
+	for i, arch := range Arches {
 		name := ArchiveName(testVersion, arch)
-		in := got["download-linux-"+npmArch(arch)]
-		if in.Kind != "download" || in.URL != ReleaseBase+"/v"+testVersion+"/"+name || in.Archive != "tar.gz" || !in.Extract ||
-			in.SHA256 != sums[name] || len(in.SHA256) != 64 || strings.Join(in.Bins, ",") != "guard" {
+		if i >= len(meta.OpenClaw.Install) {
+			break
+		}
+		in := meta.OpenClaw.Install[i]
+		if in.ID != "download-linux-"+npmArch(arch) || in.Kind != "download" || in.URL != ReleaseBase+"/v"+testVersion+"/"+name ||
+			in.Archive != "tar.gz" || !in.Extract || in.SHA256 != sums[name] || len(in.SHA256) != 64 || strings.Join(in.Bins, ",") != "guard" {
 			t.Errorf("download for %s: %+v, want %s with sha256 %s", arch, in, name, sums[name])
 		}
+		if !strings.Contains(in.Label, "Linux "+npmArch(arch)+" ("+unameArch(arch)+",") ||
+			!strings.HasSuffix(in.Label, "then run ~/.openclaw/tools/guard-install/guard install") {
+			t.Errorf("download label %q: want the machine (as npm and uname -m name it) and the command to run after", in.Label)
+		}
 	}
-	if in := got["node"]; in.Kind != "node" || in.Package != npmMain+"@"+testVersion {
-		t.Errorf("node installer: %+v", in)
-	}
-	if in := got["go"]; in.Kind != "go" || in.Module != "github.com/sandbox-guard/guard/cmd/guard@v"+testVersion {
-		t.Errorf("go installer: %+v", in)
-	}
-	if len(got) != len(Arches)+2 {
-		t.Errorf("installers %v, want a download per arch, node and go", meta.OpenClaw.Install)
+}
+
+// TestSkillRefusesDownloadsInTheRepository: a download entry in the
+// repository's copy would ship a made-up checksum; one without
+// requires.bins guard would never be offered.
+func TestSkillRefusesDownloadsInTheRepository(t *testing.T) {
+	dist := makeDist(t)
+	for _, c := range []struct{ meta, why string }{
+		{`{"openclaw":{"requires":{"bins":["guard"]},"install":[{"id":"d","kind":"download","label":"x","bins":["guard"],"url":"https://x/y.tgz"}]}}`, "only node and go entries"},
+		{`{"openclaw":{"install":[{"id":"n","kind":"node","label":"x","bins":["guard"],"package":"p"}]}}`, "requires.bins must be [guard]"},
+	} {
+		docs := t.TempDir()
+		for _, name := range []string{skillGuard, skillInstaller} {
+			if err := os.MkdirAll(filepath.Join(docs, name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			text := "---\nname: " + name + "\nmetadata: " + c.meta + "\n---\n"
+			if err := os.WriteFile(filepath.Join(docs, name, "SKILL.md"), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := writeSkill(dist, docs, &strings.Builder{})
+		if err == nil || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("writeSkill with %s: %v, want it refused (%s)", c.meta, err, c.why)
+		}
 	}
 }

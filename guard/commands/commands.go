@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/openclaw"
 	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -50,6 +51,52 @@ type InstallFlags struct {
 	BashEnv       bool
 	Prewarm       bool
 	System        bool
+	NoOpenClaw    bool // --no-openclaw: leave OpenClaw's config alone
+}
+
+// openclawOptions names OpenClaw's config on this machine, the shim
+// folder its exec tool should put first, and guard's record of its edit.
+func openclawOptions(c *guard.Config, shimDir string) openclaw.Options {
+	return openclaw.Options{
+		Config:  openclaw.Find(c.Home, c.Getenv, c.PathEnv),
+		ShimDir: shimDir,
+		Record:  c.State().OpenClawEdit(),
+	}
+}
+
+// wireOpenClaw is install's OpenClaw step: a config it will not edit, or
+// cannot, is one line and never stops the install.
+func wireOpenClaw(c *guard.Config, out io.Writer, shimDir string, skip bool) []string {
+	oc := openclawOptions(c, shimDir)
+	if skip {
+		if err := openclaw.Decline(oc); err != nil {
+			fmt.Fprintf(out, "skipped recording --no-openclaw: %v\n", err)
+		}
+		return nil
+	}
+	if !oc.Config.Found {
+		return nil
+	}
+	line, err := openclaw.Wire(oc)
+	if err != nil {
+		fmt.Fprintln(out, "skipped "+openclawError(err))
+		return nil
+	}
+	if line == "" {
+		return nil
+	}
+	fmt.Fprintln(out, line)
+	return []string{line}
+}
+
+// openclawError is an OpenClaw step's failure in one line, with what the
+// person can do when guard will not edit the file.
+func openclawError(err error) string {
+	var r *openclaw.Refusal
+	if errors.As(err, &r) {
+		return oneLine(r.Error() + "; " + r.Fix)
+	}
+	return oneLine("OpenClaw config: " + err.Error())
 }
 
 // systemRootVar prefixes the folders --system writes (/usr/local/bin,
@@ -141,6 +188,7 @@ func Install(e *guard.Engine, out io.Writer, f InstallFlags) error {
 	if err != nil {
 		return fmt.Errorf("install: %w", err)
 	}
+	r.Changes = append(r.Changes, wireOpenClaw(c, out, o.ShimDir, f.NoOpenClaw)...)
 	removed, err := removeStaleLinks(c)
 	for _, name := range removed {
 		r.Changes = append(r.Changes, name)
@@ -210,6 +258,13 @@ func Uninstall(c *guard.Config, out io.Writer) error {
 	}
 	if err != nil {
 		return fmt.Errorf("uninstall: %w", err)
+	}
+	switch line, err := openclaw.Unwire(openclawOptions(c, c.ShimDir)); {
+	case err != nil:
+		fmt.Fprintln(out, "skipped "+openclawError(err))
+	case line != "":
+		fmt.Fprintln(out, line)
+		r.Changes = append(r.Changes, line)
 	}
 	if len(r.Changes) == 0 {
 		fmt.Fprintln(out, "guard was not installed; nothing changed")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/openclaw"
 )
 
 // Report is what `guard status --json` prints; docs/status-json.md documents it.
@@ -27,6 +28,7 @@ type Report struct {
 	Auth         []AuthState      `json:"auth"`
 	Cache        CacheState       `json:"cache"`
 	Healing      []HealingState   `json:"healing"`
+	OpenClaw     openclaw.Status  `json:"openclaw"`
 	LogPath      string           `json:"log"`
 	Events       []heallog.Record `json:"events"`
 }
@@ -168,7 +170,9 @@ func fixPath(shimDir string) string { return install.ExportPath(shimDir) }
 // problems lists what keeps the report from being healthy and what fixes
 // each: guard not installed (install), a file in the way of a shim
 // (install --force), the shim folder not first in PATH (an export line
-// only the caller's shell can run), a shim, tool or model a heal brings
+// only the caller's shell can run), an OpenClaw whose exec tool does not
+// put the shim folder first (install, unless install --no-openclaw said
+// to leave it), a shim, tool or model a heal brings
 // back, or the command only the person can run (a tool's or model's Fix).
 // A tool never built or a model never fetched here is not a problem
 // (a fresh install is not an emergency: see notFetched), nor is a stale
@@ -182,6 +186,9 @@ func (r *Report) problems() []Problem {
 	}
 	if !r.ShimDirFirst {
 		add("PATH order", fixPath(r.ShimDir))
+	}
+	if oc := r.OpenClaw; oc.Found && !oc.Protected && !oc.Declined {
+		add("OpenClaw exec", oc.Fix)
 	}
 	for _, s := range r.Shims {
 		switch {

@@ -17,6 +17,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/guard/models/verify"
+	"github.com/sandbox-guard/guard/guard/openclaw"
 	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -86,6 +87,7 @@ func gather(e *guard.Engine) *Report {
 		Manifest: c.M.Source, ShimDir: c.ShimDir, ShimDirFirst: shimDirFirst(c), Installed: installed(c), LogPath: e.LogPath(),
 		Shims: shimStates(c), Tools: []ToolState{}, Builds: []BuildState{}, Packages: []PackageState{},
 		Models: []ModelState{}, Auth: []AuthState{}, Events: []heallog.Record{}, Healing: healing(c),
+		OpenClaw: openclaw.Check(openclawOptions(c, c.ShimDir)),
 	}
 	for _, name := range sortedKeys(c.M.Tools) {
 		r.Tools = append(r.Tools, toolState(e, c.M.Tools[name]))

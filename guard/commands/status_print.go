@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"github.com/sandbox-guard/guard/guard/openclaw"
+
 	"bytes"
 	"fmt"
 	"github.com/sandbox-guard/guard/guard/healjob"
@@ -94,6 +96,18 @@ func (p *printer) print(out io.Writer, r *Report) {
 			what = "-> guard (no tool of that name in the manifest; guard heal removes it)"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(s.Name), p.mark(s.State == "ok" || s.State == "stale", s.State), what)
+	}
+
+	if oc := r.OpenClaw; oc.Found {
+		section("openclaw (" + p.tilde(oc.Config) + ")")
+		switch {
+		case oc.Protected:
+			fmt.Fprintf(tw, "  exec\t%s\t%s in %s\n", p.mark(true, "protected"), p.tilde(r.ShimDir), openclaw.Setting)
+		case oc.Declined:
+			fmt.Fprintf(tw, "  exec\t%s\tleft alone (guard install --no-openclaw); %s\n", p.paint(yellow, "not protected"), p.tildeAll(oc.Reason))
+		default:
+			fmt.Fprintf(tw, "  exec\t%s\t%s; run: %s\n", p.mark(false, "not protected"), p.tildeAll(oc.Reason), p.tildeAll(oc.Fix))
+		}
 	}
 
 	section("tools")

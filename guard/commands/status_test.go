@@ -119,6 +119,15 @@ type documentedReport struct {
 		Log     string    `json:"log"`
 		Wait    string    `json:"wait"`
 	} `json:"healing"`
+	OpenClaw struct {
+		Found       bool     `json:"found"`
+		Config      string   `json:"config"`
+		Protected   bool     `json:"protected"`
+		PathPrepend []string `json:"path_prepend"`
+		Declined    bool     `json:"declined"`
+		Reason      string   `json:"reason"`
+		Fix         string   `json:"fix"`
+	} `json:"openclaw"`
 	Log    string `json:"log"`
 	Events []struct {
 		TS         time.Time `json:"ts"`

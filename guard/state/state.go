@@ -71,3 +71,7 @@ func (l Layout) ShimsStamp() string { return filepath.Join(l.Dir, "shims.stamp")
 // result), the lock its heal holds for its whole life (NAME.lock: held
 // means alive, whatever the pid says) and its stderr (NAME.log).
 func (l Layout) Jobs() string { return filepath.Join(l.Dir, "jobs") }
+
+// OpenClawEdit records the edit guard install made to OpenClaw's config
+// (package openclaw), so that uninstall undoes exactly it.
+func (l Layout) OpenClawEdit() string { return filepath.Join(l.Dir, "openclaw-edit.json") }
