@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,7 +84,9 @@ const jobLockFD = 3
 // jobRecord is the first record of spec's job: its key, what it heals,
 // and the time left as the last good build here says.
 func (e *Engine) jobRecord(spec jobSpec) (healjob.Record, error) {
-	r := healjob.Record{LeftMS: -1, Percent: -1}
+	// The heal's own limit, for a waiter to tell a stopped or stuck heal
+	// (healjob.Record.Stale): [budget] heal, a build's timeout for a build.
+	r := healjob.Record{LeftMS: -1, Percent: -1, LimitMS: e.c.M.Budget.Heal.D().Milliseconds()}
 	if spec.kind == "model" {
 		r.Key, r.What, r.Names = healjob.Key("model", spec.name), "the download of "+filepath.Base(spec.name), []string{filepath.Base(spec.name)}
 		return r, nil
@@ -96,6 +99,9 @@ func (e *Engine) jobRecord(spec jobSpec) (healjob.Record, error) {
 		r.Key, r.What = healjob.Key("build", tool.Build), "the build of "+tool.Build
 		if last, ok := builds.LastBuild(e.c.StateDir, tool.Build); ok {
 			r.LeftMS = last.Took.Milliseconds()
+		}
+		if b := e.c.M.Build(tool.Build); b != nil && b.Timeout > 0 {
+			r.LimitMS = b.Timeout.D().Milliseconds()
 		}
 	case tool.Package != "":
 		r.Key, r.What = healjob.Key("package", tool.Package), "the install of package "+tool.Package
@@ -185,6 +191,8 @@ func (e *Engine) follow(ctx context.Context, rec healjob.Record) (healjob.Status
 		return s, err
 	case errors.Is(err, errCannotFit), errors.Is(err, context.DeadlineExceeded):
 		return s, &healingError{rec: s.Record, waited: time.Since(began), cannotFit: errors.Is(err, errCannotFit)}
+	case errors.Is(err, healjob.ErrStuck):
+		return s, &healingError{rec: s.Record, waited: time.Since(began), stuck: stuckReason(s, time.Now())}
 	}
 	return s, err
 }
@@ -201,9 +209,30 @@ type healingError struct {
 	cannotFit bool
 	limit     string // the call's budget and what set it: "4.0s (GUARD_TIMEOUT)"; set by budget.during
 	leftFor   string // the later attempt the wait left its time to, if any: "python3's planned 2.0s"
+	// stuck says why the call stopped waiting for a heal that is stopped
+	// or stuck (healjob.ErrStuck), and what to do about it; "" otherwise.
+	stuck string
+}
+
+// stuckReason is the line's middle for a heal whose record went stale:
+// stopped (its process is in state T) or stuck, and what ends the wait for
+// good.
+func stuckReason(s healjob.Status, now time.Time) string {
+	pid := strconv.Itoa(s.PID)
+	since := secs(now.Sub(s.Updated).Round(time.Second))
+	if s.Stopped() {
+		return "is stopped (pid " + pid + " is in state T: SIGSTOP or SIGTSTP) and its record was last updated " + since +
+			" ago, longer than its own limit of " + secs(s.Limit()) + ": not waiting for it; continue it: kill -CONT " + pid +
+			", or end it: kill -KILL " + pid + " (the next call starts it again)"
+	}
+	return "is stuck: its record was last updated " + since + " ago, longer than its own limit of " + secs(s.Limit()) +
+		", which should have ended it: not waiting for it; end it: kill -KILL " + pid + " (the next call starts it again)"
 }
 
 func (e *healingError) Error() string {
+	if e.stuck != "" {
+		return fmt.Sprintf("%s (%s) %s", e.rec.What, e.rec.Where(), e.stuck)
+	}
 	why := "the call's budget of " + e.limit + " ran out after " + secs(e.waited) + " of waiting"
 	switch {
 	case e.cannotFit && e.leftFor != "":
@@ -229,7 +258,8 @@ func waitCommand(r healjob.Record) string {
 // WaitHeals is `guard heal --wait`'s wait: it follows every detached heal
 // running for names (all of them when none), with its messages and
 // progress and no call's budget, until each ends. A heal that failed is
-// an error; a signal ends the wait (the heals go on).
+// an error; a signal ends the wait (the heals go on), and so does a heal
+// that is stopped or stuck (a *healingError: exit 75).
 func (e *Engine) WaitHeals(ctx context.Context, names []string) error {
 	var failed []string
 	for _, s := range healjob.List(e.c.StateDir) {

@@ -251,7 +251,10 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 			}
 			e.storeAnswer(pc, name, a, res)
 			res.Stdout.Close()
-			if healing != nil {
+			switch {
+			case healing != nil && healing.stuck != "":
+				e.Say("%s: answered by %s while %s (%s) %s", name, withModel(a), healing.rec.What, healing.rec.Where(), healing.stuck)
+			case healing != nil:
 				e.Say("%s: answered by %s while %s goes on in the background (%s); wait for it: %s",
 					name, withModel(a), healing.rec.What, healing.rec.Where(), waitCommand(healing.rec))
 			}

@@ -336,7 +336,9 @@ var healCommand = &cli.Command{
 		}
 		if ctx.Bool("wait") {
 			if err := e.WaitHeals(ctx.Context, ctx.Args().Slice()); err != nil {
-				if code := guard.ExitStatus(err); code > 128 {
+				// A signal, or a heal that is stopped or stuck (75): healing
+				// in the foreground would wait on the same locks.
+				if code := guard.ExitStatus(err); code > 128 || code == guard.StatusHealing {
 					return cli.Exit(err.Error(), code)
 				}
 				e.Say("%v", err)

@@ -66,6 +66,11 @@ func TestInstallScript(t *testing.T) {
 		"GOPROXY=off",
 		"GOTOOLCHAIN=local",
 		"GOFLAGS=", // -mod=readonly by default: install.sh must never edit go.mod
+		// A rebuild from source takes longer than a shell's start waits for
+		// it by default (it goes on in the background then): the login shell
+		// here waits for the whole rebuild. The wait has a test of its own
+		// (TestRestoreAtShellStartDoesNotWaitForASlowMirror).
+		"GUARD_RESTORE_WAIT=1800",
 	}
 
 	out := runInstall(t, bash, script, root, env, 0)

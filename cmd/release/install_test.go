@@ -20,7 +20,8 @@ import (
 // release, linked into a PATH of the test's own: no go among them, so
 // nothing can be built.
 var installerTools = []string{"sh", "bash", "uname", "mktemp", "tar", "gzip", "sha256sum", "awk", "sed", "grep",
-	"cp", "rm", "mkdir", "dirname", "basename", "cat", "chmod", "touch", "find", "flock", "curl", "env", "ls", "sleep", "id"}
+	"cp", "rm", "mkdir", "dirname", "basename", "cat", "chmod", "touch", "find", "flock", "curl", "env", "ls", "sleep", "id",
+	"mkfifo", "timeout", "head"}
 
 // sandbox is a fresh HOME with a PATH of links to installerTools, and
 // guard's files in folders of its own. A login shell's PATH is the
@@ -52,7 +53,11 @@ func newSandbox(t *testing.T) *sandbox {
 		}
 	}
 	s.env = []string{"HOME=" + s.home, "PATH=" + s.bin, "GUARD_SHIM_DIR=" + s.shims,
-		"GUARD_STATE_DIR=" + filepath.Join(tmp, "state"), "GUARD_LOG=" + filepath.Join(tmp, "selfheal.log")}
+		"GUARD_STATE_DIR=" + filepath.Join(tmp, "state"), "GUARD_LOG=" + filepath.Join(tmp, "selfheal.log"),
+		// A login shell here waits for the whole restore, however loaded
+		// the machine: the shell-start wait has a test of its own
+		// (TestRestoreAtShellStartDoesNotWaitForASlowMirror in cmd/guard).
+		"GUARD_RESTORE_WAIT=600"}
 	return s
 }
 

@@ -135,7 +135,8 @@ func (a AuthState) missingNote() string {
 
 // HealingState is a heal a call left running in the background (its job
 // record): what it heals, how far it is (Percent and LeftMS are -1 while
-// unknown) and the command that waits for it.
+// unknown), whether it runs, is stopped or is stuck (State), and the
+// command that waits for it.
 type HealingState struct {
 	What    string    `json:"what"`
 	Names   []string  `json:"names"`
@@ -144,9 +145,18 @@ type HealingState struct {
 	Percent float64   `json:"percent"`
 	LeftMS  int64     `json:"left_ms"`
 	Phase   string    `json:"phase,omitempty"`
+	State   string    `json:"state"`   // running, stopped (its process is in state T) or stuck (its record stale past its limit)
+	Updated time.Time `json:"updated"` // when its record was last updated
 	Log     string    `json:"log"`
 	Wait    string    `json:"wait"`
 }
+
+// The states of a heal in the background (HealingState.State).
+const (
+	healRunning = "running"
+	healStopped = "stopped"
+	healStuck   = "stuck"
+)
 
 // CacheState is the prompt cache's figures.
 type CacheState struct {

@@ -117,10 +117,19 @@ func gather(e *guard.Engine) *Report {
 // records; a record whose heal is gone is not one.
 func healing(c *guard.Config) []HealingState {
 	out := []HealingState{}
+	now := time.Now()
 	for _, s := range healjob.List(c.StateDir) {
 		if s.Alive {
+			st := healRunning
+			switch {
+			case s.Stopped():
+				st = healStopped
+			case s.Stale(now):
+				st = healStuck
+			}
 			out = append(out, HealingState{What: s.What, Names: s.Names, PID: s.PID, Started: s.Start, Percent: s.Percent,
-				LeftMS: s.LeftMS, Phase: s.Phase, Log: healjob.LogPath(c.StateDir, s.Key), Wait: "guard heal --wait " + strings.Join(s.Names, " ")})
+				LeftMS: s.LeftMS, Phase: s.Phase, State: st, Updated: s.Updated,
+				Log: healjob.LogPath(c.StateDir, s.Key), Wait: "guard heal --wait " + strings.Join(s.Names, " ")})
 		}
 	}
 	return out

@@ -199,8 +199,11 @@ func (p *printer) print(out io.Writer, r *Report) {
 	if len(r.Healing) > 0 {
 		section("healing in the background")
 		for _, h := range r.Healing {
-			where := healjob.Record{Percent: h.Percent, LeftMS: h.LeftMS}.Where()
-			fmt.Fprintf(tw, "  %s\t%s\tpid %d since %s\t%s\tlog %s\n", printable(h.What), p.paint(yellow, where), h.PID, when(h.Started), printable(h.Wait), p.tilde(h.Log))
+			where := p.paint(yellow, healjob.Record{Percent: h.Percent, LeftMS: h.LeftMS}.Where())
+			if c := condition(h); c != "" {
+				where += ", " + p.mark(false, c)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\tpid %d since %s\t%s\tlog %s\n", printable(h.What), where, h.PID, when(h.Started), printable(h.Wait), p.tilde(h.Log))
 		}
 	}
 

@@ -116,6 +116,8 @@ type documentedReport struct {
 		Percent float64   `json:"percent"`
 		LeftMS  int64     `json:"left_ms"`
 		Phase   string    `json:"phase"`
+		State   string    `json:"state"`
+		Updated time.Time `json:"updated"`
 		Log     string    `json:"log"`
 		Wait    string    `json:"wait"`
 	} `json:"healing"`

@@ -58,3 +58,15 @@ func sourceText(b BuildState) string {
 	}
 	return "source missing"
 }
+
+// condition says, for one line, a heal in the background that is not
+// running as it should: "" for a running one.
+func condition(h HealingState) string {
+	switch h.State {
+	case healStopped:
+		return "stopped (SIGSTOP): kill -CONT " + strconv.Itoa(h.PID) + " continues it"
+	case healStuck:
+		return "stuck: its record was last updated " + took(time.Since(h.Updated)) + " ago, past its own limit"
+	}
+	return ""
+}

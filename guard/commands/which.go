@@ -122,6 +122,9 @@ func healingRows(c *guard.Config, row func(key, value, detail string), name stri
 	for _, h := range healing(c) {
 		if slices.Contains(h.Names, name) {
 			where := healjob.Record{Percent: h.Percent, LeftMS: h.LeftMS}.Where()
+			if c := condition(h); c != "" {
+				where += ", " + c
+			}
 			row("healing", printable(h.What), fmt.Sprintf("in the background, pid %d: %s; %s", h.PID, where, printable(h.Wait)))
 		}
 	}

@@ -21,9 +21,11 @@ const maxLine = 4096
 // the heal's log (its stderr: "guard: rebuilding …", "guard: rebuilt …")
 // to w line by line as it grows, and hands check each status it reads; a
 // non-nil error from check (the heal cannot finish in time) stops the
-// wait with that error. It returns the last status read: Alive false when
-// the heal ended (Done tells how, or it was killed), with ctx's error when
-// ctx ended first.
+// wait with that error. A heal whose record is stale (not updated for
+// longer than its own limit: stopped or stuck) ends the wait with
+// ErrStuck. It returns the last status read: Alive false when the heal
+// ended (Done tells how, or it was killed), with ctx's error when ctx
+// ended first.
 func Follow(ctx context.Context, stateDir, key string, w io.Writer, check func(Status) error) (Status, error) {
 	log := &logTail{path: LogPath(stateDir, key), w: w}
 	defer log.close()
@@ -47,6 +49,10 @@ func Follow(ctx context.Context, stateDir, key string, w io.Writer, check func(S
 		last = s
 		if err := check(s); err != nil {
 			return s, err
+		}
+		if s.Stale(time.Now()) {
+			log.copy(true)
+			return s, ErrStuck
 		}
 		select {
 		case <-ctx.Done():

@@ -18,11 +18,13 @@
 package healjob
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +47,9 @@ type Record struct {
 	LeftMS  int64     `json:"left_ms"`
 	Phase   string    `json:"phase,omitempty"`
 	Updated time.Time `json:"updated"`
+	// LimitMS is the heal's own limit (the recipe's timeout, else
+	// [budget] heal): 0 when the record does not say.
+	LimitMS int64 `json:"limit_ms,omitempty"`
 	// Result is "" while the heal runs, then "ok" or "failed" with Message.
 	Result  string    `json:"result,omitempty"`
 	Message string    `json:"message,omitempty"`
@@ -57,6 +62,24 @@ func (r Record) Left() time.Duration {
 		return -1
 	}
 	return time.Duration(r.LeftMS) * time.Millisecond
+}
+
+// Limit is the heal's own limit; 0 when the record does not say.
+func (r Record) Limit() time.Duration { return time.Duration(r.LimitMS) * time.Millisecond }
+
+// staleGrace is how long past its own limit a heal may go without
+// updating its record before a waiter calls it stuck: its stop's grace (a
+// build step gets 3 s after SIGTERM) and the slow reaction of a heal at
+// nice 19 on a busy machine.
+const staleGrace = 10 * time.Second
+
+// Stale reports whether a heal that has not ended last updated its record
+// longer ago than its own limit and staleGrace: a heal that runs is ended
+// by its limit by then (its record is updated at its start, so its limit
+// has passed too), so one that has not is stopped (SIGSTOP: its own timer
+// does not run) or stuck. Never for a record without a limit.
+func (r Record) Stale(now time.Time) bool {
+	return r.LimitMS > 0 && !r.Done() && now.Sub(r.Updated) > r.Limit()+staleGrace
 }
 
 // Snapshot is where the heal stood at its last update.
@@ -288,6 +311,36 @@ type Status struct {
 	Record
 	Alive bool // its heal holds the lock
 }
+
+// Stopped reports whether the live heal's process is stopped (SIGSTOP,
+// SIGTSTP: state T in /proc/PID/stat) or stopped by a tracer (t). A held
+// lock means the record's pid is the heal's: the heal holds it for its
+// whole life and its children do not inherit it.
+func (s Status) Stopped() bool {
+	if !s.Alive || s.PID <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(s.PID) + "/stat")
+	if err != nil {
+		return false
+	}
+	st := procState(b)
+	return st == 'T' || st == 't'
+}
+
+// procState is the state letter of a stat line, "pid (comm) S ...", whose
+// comm may hold spaces and parentheses; 0 when there is none.
+func procState(b []byte) byte {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}
+
+// ErrStuck is a wait that Follow ended because the heal is stale: its
+// record was not updated for longer than its own limit (Record.Stale).
+var ErrStuck = errors.New("the heal is stopped or stuck")
 
 // Look reads job key and tells whether its heal is alive; ok is false
 // when there is no readable record.

@@ -178,3 +178,59 @@ func TestSetPIDAfterTheHealEndedKeepsItsResult(t *testing.T) {
 		t.Fatalf("record after the call's SetPID: %+v %v", s, ok)
 	}
 }
+
+// A record not updated for longer than the heal's own limit (and the
+// grace past it) is stale; one without a limit, or with a result, never.
+func TestStale(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		name  string
+		rec   healjob.Record
+		stale bool
+	}{
+		{"within its limit", healjob.Record{LimitMS: 3000, Updated: now.Add(-2 * time.Second)}, false},
+		{"within the grace past it", healjob.Record{LimitMS: 3000, Updated: now.Add(-10 * time.Second)}, false},
+		{"past both", healjob.Record{LimitMS: 3000, Updated: now.Add(-14 * time.Second)}, true},
+		{"no limit said", healjob.Record{Updated: now.Add(-time.Hour)}, false},
+		{"ended", healjob.Record{LimitMS: 3000, Updated: now.Add(-time.Hour), Result: "failed"}, false},
+	} {
+		if got := c.rec.Stale(now); got != c.stale {
+			t.Errorf("%s: Stale = %v, want %v", c.name, got, c.stale)
+		}
+	}
+}
+
+// A live heal whose process is stopped is Stopped; continued, it is not.
+func TestStopped(t *testing.T) {
+	sleep := exec.Command("sleep", "1000")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleep.Process.Kill(); _ = sleep.Wait() })
+	s := healjob.Status{Record: healjob.Record{PID: sleep.Process.Pid}, Alive: true}
+	if s.Stopped() {
+		t.Fatal("a running process is Stopped")
+	}
+	if err := sleep.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.Stopped() {
+		if time.Now().After(deadline) {
+			t.Fatal("a process stopped with SIGSTOP is never Stopped")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if dead := (healjob.Status{Record: s.Record}); dead.Stopped() {
+		t.Error("a heal that is not alive (its lock free) is Stopped: its pid may be another's")
+	}
+	if err := sleep.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for s.Stopped() {
+		if time.Now().After(deadline) {
+			t.Fatal("a continued process is still Stopped")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

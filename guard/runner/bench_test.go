@@ -59,3 +59,13 @@ func BenchmarkQuestionDetected(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSessionGroups is one look through /proc for the groups of a
+// session: what a timeout, an interrupt and the kill after the grace pay
+// (at least twice each) to reach a tool's job-control jobs.
+func BenchmarkSessionGroups(b *testing.B) {
+	sid := os.Getpid()
+	for b.Loop() {
+		_ = sessionGroups(sid)
+	}
+}

@@ -17,7 +17,10 @@ import (
 )
 
 // child is one started tool with everything guard set up around it. Its
-// pid is also its process group id: Setpgid, or setsid under a pty.
+// pid is also its process group id, and its session id when it leads a
+// session of its own (see session.go): setsid under a pty and when none of
+// its standard files is a terminal; with a terminal it gets a process
+// group of its own in guard's session.
 //
 // It is started with syscall.ForkExec rather than os/exec: os/exec probes
 // for pidfd support, starts a goroutine per context and per stream and
@@ -42,7 +45,8 @@ type child struct {
 	winch    chan os.Signal
 	winchEnd chan struct{}
 
-	life *lifeline // ends the group if guard dies first; nil when it could not start
+	life    *lifeline // ends the group if guard dies first; nil when it could not start
+	session bool      // the child leads a session of its own
 
 	mu          sync.Mutex // guards reaped against a late signal from a timer
 	reaped      bool
@@ -169,6 +173,15 @@ func (c *child) startPiped(s Spec, w *watcher) error {
 			}
 		}
 	}
+	if !anyTerminal(f.std) {
+		// No terminal ties it to guard's session: a session of its own,
+		// which every job of a job-control shell stays in (see
+		// session.go). A terminal, even one guard is in the background
+		// of, keeps it in guard's session, where job control stops a
+		// background reader of the terminal (SIGTTIN).
+		attr.Setpgid, attr.Setsid = false, true
+		c.session = true
+	}
 	if err := c.fork(s, f.std, attr); err != nil {
 		// The child may have taken the terminal before its exec failed.
 		c.takeTerminal()
@@ -204,6 +217,7 @@ func (c *child) startPTY(s Spec, w *watcher) error {
 	// A session of its own with the pty as its controlling terminal: that
 	// is its own process group too.
 	attr := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	c.session = true
 	err = c.fork(s, [3]*os.File{slave, slave, slave}, attr)
 	slave.Close()
 	if err != nil {
@@ -229,6 +243,17 @@ func (c *child) startPTY(s Spec, w *watcher) error {
 	return nil
 }
 
+// anyTerminal reports whether any of a child's standard files is a
+// terminal.
+func anyTerminal(files [3]*os.File) bool {
+	for _, f := range files {
+		if fd, ok := fdOf(f); ok && term.IsTerminal(fd) {
+			return true
+		}
+	}
+	return false
+}
+
 // fork starts the process with files as its 0, 1 and 2.
 func (c *child) fork(s Spec, files [3]*os.File, attr *syscall.SysProcAttr) error {
 	env := s.Env
@@ -250,7 +275,7 @@ func (c *child) fork(s Spec, files [3]*os.File, attr *syscall.SysProcAttr) error
 	runtime.LockOSThread()
 	pid, err := syscall.ForkExec(s.Path, s.Argv, &syscall.ProcAttr{Dir: s.Dir, Env: env, Files: fds, Sys: attr})
 	if err == nil {
-		c.life.arm(pid) // at once: see lifeline
+		c.life.arm(pid, c.session) // at once: see lifeline
 	}
 	runtime.UnlockOSThread()
 	runtime.KeepAlive(files)
@@ -362,15 +387,34 @@ func (c *child) followSize(from *os.File) {
 	}()
 }
 
-// signal sends sig to the child's whole process group. A group that is
-// already gone is not an error, and once the child is reaped its group id
-// may belong to someone else: nothing is sent then.
+// signal sends sig to everything of the child's: every process group of
+// its session when it leads one (see session.go), else its process group.
+// A group that is already gone is not an error, and once the child is
+// reaped its ids may belong to someone else: nothing is sent then.
 func (c *child) signal(sig syscall.Signal) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pid <= 0 || c.reaped {
 		return nil
 	}
+	if c.session {
+		return signalSession(c.pid, c.pid, sig)
+	}
+	return c.signalGroupLocked(sig)
+}
+
+// signalGroup sends sig to the child's first process group only: the
+// group a terminal's ^Z would stop and fg continue.
+func (c *child) signalGroup(sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pid <= 0 || c.reaped {
+		return nil
+	}
+	return c.signalGroupLocked(sig)
+}
+
+func (c *child) signalGroupLocked(sig syscall.Signal) error {
 	err := unix.Kill(-c.pid, sig)
 	if errors.Is(err, unix.ESRCH) {
 		return nil

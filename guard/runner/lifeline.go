@@ -34,8 +34,26 @@ type lifeline struct {
 }
 
 // lifelineShell is the lifeline's program: the first line is the tool's
-// group; end of file before it means no tool started.
-const lifelineShell = `read -r g || exit 0; read -r _ || kill -KILL -"$g"`
+// group, and its session when the tool leads one of its own; end of file
+// before it means no tool started. When guard dies it kills the group,
+// then every group of the session it finds in /proc/*/stat (a stat line is
+// "pid (comm) S ppid pgrp session ...", the state and ids after the last
+// ") "; zombies are skipped), and looks again until a look finds no group
+// it has not killed (a job started meanwhile), at most 50 times: what
+// signalSession does on a timeout.
+const lifelineShell = `read -r g s || exit 0; read -r _ && exit 0; kill -KILL -"$g"; [ -n "$s" ] || exit 0
+k=" $g "; i=0
+while [ $i -lt 50 ]; do
+	i=$((i+1)); n=
+	for f in /proc/[0-9]*/stat; do
+		read -r l <"$f" || continue
+		set -- ${l##*") "}
+		[ "$4" = "$s" ] && [ "$1" != Z ] && [ "$1" != X ] || continue
+		case $k in *" $3 "*) continue ;; esac
+		kill -KILL -"$3"; k="$k$3 "; n=1
+	done
+	[ -n "$n" ] || exit 0
+done`
 
 // lifelineName is the lifeline's $0, what a process list shows it as.
 const lifelineName = "guard-lifeline"
@@ -71,14 +89,19 @@ func startLifeline() *lifeline {
 	return &lifeline{pid: pid, w: w}
 }
 
-// arm names the tool's process group, which the lifeline kills if guard
-// dies from now on; a tool that did not start leaves it unarmed, and
-// dismiss then ends it.
-func (l *lifeline) arm(pgid int) {
+// arm names the tool's process group, and with session its session (the
+// tool leads one of its own, pgid being its id too), which the lifeline
+// kills if guard dies from now on; a tool that did not start leaves it
+// unarmed, and dismiss then ends it.
+func (l *lifeline) arm(pgid int, session bool) {
 	if l == nil || l.w == nil {
 		return
 	}
-	_, _ = l.w.Write([]byte(strconv.Itoa(pgid) + "\n"))
+	line := strconv.Itoa(pgid)
+	if session {
+		line += " " + line
+	}
+	_, _ = l.w.Write([]byte(line + "\n"))
 }
 
 // dismiss tells the lifeline that guard is done with the group (before the

@@ -40,3 +40,26 @@ wait`)
 		})
 	}
 }
+
+// statIDs reads the group and session after the last ")" of a stat line,
+// whatever the command name holds, and skips zombies.
+func TestStatIDs(t *testing.T) {
+	for _, c := range []struct {
+		line      string
+		pgrp, sid int
+		ok        bool
+	}{
+		{"12 (sleep) S 1 12 10 0 -1", 12, 10, true},
+		{"12 (a) b) S 1 7 8 0", 7, 8, true},
+		{"12 (x\n) 9 9 9) R 1 30 31 0", 30, 31, true},
+		{"12 (sleep) Z 1 12 10 0", 0, 0, false},
+		{"12 (sleep) S 1", 0, 0, false},
+		{"12 sleep S 1 2 3", 0, 0, false},
+		{"12 (sleep) S 1 x 3", 0, 0, false},
+	} {
+		pgrp, sid, ok := statIDs([]byte(c.line))
+		if pgrp != c.pgrp || sid != c.sid || ok != c.ok {
+			t.Errorf("statIDs(%q) = %d, %d, %v; want %d, %d, %v", c.line, pgrp, sid, ok, c.pgrp, c.sid, c.ok)
+		}
+	}
+}

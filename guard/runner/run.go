@@ -137,7 +137,7 @@ wait:
 			// Ctrl-Z typed for a pty child: stop its group as the
 			// terminal would have (SIGSTOP: see child.suspendKey).
 			if !sv.ended {
-				_ = sv.c.signal(syscall.SIGSTOP)
+				_ = sv.c.signalGroup(syscall.SIGSTOP)
 				sv.suspend()
 			}
 		case <-done:
@@ -156,7 +156,8 @@ wait:
 	}
 
 	// The child has exited but is not reaped yet, so its process group id
-	// cannot have been reused: kill whatever is left in the group.
+	// (and session id) cannot have been reused: kill whatever is left in
+	// the group, or in every group of its session.
 	sv.c.takeTerminal()
 	if sv.ended {
 		_ = sv.c.signal(syscall.SIGKILL)
@@ -176,7 +177,8 @@ wait:
 	}
 }
 
-// end starts ending the run for reason: SIGTERM to the group (with SIGCONT,
+// end starts ending the run for reason: SIGTERM to the group, or to every
+// group of the tool's session (with SIGCONT,
 // so that a stopped group can act on it), SIGKILL after the grace period.
 // Only the first reason counts.
 func (sv *supervisor) end(reason Outcome) {
@@ -251,7 +253,7 @@ func (sv *supervisor) suspend() {
 	signal.Stop(cont)
 
 	sv.c.giveTerminal()
-	_ = sv.c.signal(syscall.SIGCONT)
+	_ = sv.c.signalGroup(syscall.SIGCONT)
 	d := time.Since(stoppedAt)
 	sv.stoppedFor += d
 	sv.w.paused(d)
