@@ -300,6 +300,7 @@ func encodeModel(e *encoder, m *Model) {
 	e.int(int64(m.Budget.Base))
 	e.float(m.Budget.TokensPerSecond)
 	e.str(m.Fallback)
+	e.int(int64(m.Connections))
 }
 
 func decodeModel(d *decoder) *Model {
@@ -312,5 +313,6 @@ func decodeModel(d *decoder) *Model {
 	m.Budget.Base = Duration(d.int())
 	m.Budget.TokensPerSecond = d.float()
 	m.Fallback = d.str()
+	m.Connections = int(d.int())
 	return m
 }

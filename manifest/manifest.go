@@ -104,6 +104,12 @@ type Budget struct {
 	Grace Duration `toml:"grace"` // between SIGTERM and SIGKILL
 }
 
+// A model's connections: how many ranged requests may fetch it at once.
+const (
+	DefaultConnections = 8
+	MaxConnections     = 16
+)
+
 // Model is a GGUF file guard keeps present and intact.
 type Model struct {
 	File     string      `toml:"file"` // local base name under ModelsDir
@@ -113,6 +119,9 @@ type Model struct {
 	Role     string      `toml:"role,omitempty"`
 	Budget   ModelBudget `toml:"budget,omitempty"`
 	Fallback string      `toml:"fallback,omitempty"` // role or file used after a timeout
+	// Connections is how many ranged requests may fetch the file at once
+	// (docs/downloads.md, "Downloads in parts"); 0 = 8, 1 = one stream.
+	Connections int `toml:"connections,omitzero"`
 }
 
 // ModelBudget is the time a call with this model may take: Base plus the

@@ -325,6 +325,9 @@ func (c *checker) model(m *Manifest, i int) {
 			c.errorf(modelPath(i, "urls").index(k), "%s", why)
 		}
 	}
+	if md.Connections < 0 || md.Connections > MaxConnections {
+		c.errorf(modelPath(i, "connections"), "must be from 1 to %d (or 0 for the default, %d)", MaxConnections, DefaultConnections)
+	}
 	if md.Budget.Base < 0 {
 		c.durationError(modelPath(i, "budget", "base"), md.Budget.Base)
 	}

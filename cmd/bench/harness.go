@@ -47,12 +47,16 @@ type Goal struct {
 	Max    float64
 	MaxRSS int64
 	What   string // how the goal reads in the report; "<= 1.10x zap-floor" when empty
+	And    *Goal  // a second goal the row must also reach (another anchor)
 }
 
 func (g *Goal) String() string {
 	s := g.What
 	if s == "" {
 		s = fmt.Sprintf("<= %.2fx %s", g.Max, g.Anchor)
+	}
+	if g.And != nil {
+		s += " and " + g.And.String()
 	}
 	if g.MaxRSS > 0 {
 		s += fmt.Sprintf(", rss < %d MB", g.MaxRSS>>20)

@@ -3,7 +3,8 @@
 // generator of docs/BENCHMARKS.md. Run it from inside the repository:
 //
 //	go run ./cmd/bench shim       # start-up: guard against a direct exec, a bash shim, Go floor shims, other managers; and as guard's files grow
-//	go run ./cmd/bench download   # guard's model download against curl over loopback
+//	go run ./cmd/bench download   # guard's model download against curl and aria2c over loopback
+//	go run ./cmd/bench download-capped   # the same behind a 20 MB/s-a-connection cap and a 50 ms first byte
 //	go run ./cmd/bench output     # a tool printing -size MB to a pipe through guard against a bash shim
 //	go run ./cmd/bench rebuild    # a cold rebuild of the CMake fixture through guard against bare cmake
 //	go run ./cmd/bench prewarm    # a fresh shell to its first llama answer, with and without install --prewarm
@@ -78,7 +79,7 @@ func main() {
 // A sizeMB of -1 takes each table's own: the download's model 256 MB, the
 // output table's 200 MB (issue 14's figure).
 func tables(sizeMB int) []*Table {
-	return []*Table{shimTable(FullScale), downloadTable(sizeOr(sizeMB, 256)), outputTable(sizeOr(sizeMB, 200)), rebuildTable(), prewarmTable()}
+	return []*Table{shimTable(FullScale), downloadTable(sizeOr(sizeMB, 256)), cappedTable(sizeOr(sizeMB, 512)), outputTable(sizeOr(sizeMB, 200)), rebuildTable(), prewarmTable()}
 }
 
 func sizeOr(n, def int) int {
@@ -93,7 +94,9 @@ const usage = `usage: go run ./cmd/bench COMMAND [flags]
 commands:
   shim       start-up of a call through guard against a direct exec, floor shims and other managers' shims,
              and as the manifest, the prompt cache and the heal log grow
-  download   guard's model download against curl over loopback
+  download   guard's model download against curl and aria2c over loopback
+  download-capped
+             the same behind a server capping each connection at 20 MB/s after a 50 ms first byte (512 MB)
   output     a tool printing -size MB to a pipe through guard against a bash exec shim
   rebuild    a cold rebuild of the CMake fixture through guard against bare cmake
   prewarm    a fresh shell to its first answered llama call, with and without guard install --prewarm
@@ -115,7 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keep := fs.Bool("keep", false, "keep the temp folder (sandboxes, binaries, each row's last stderr)")
 	guard := fs.String("guard", "", "time this guard binary instead of building one (built with other tags, say)")
 	baseline := fs.String("baseline", "", "shim: also time this guard binary (today's main, say) and this build on the exec and supervised paths, each installed alike, side by side")
-	sizeMB := fs.Int("size", -1, "download: the model's size in MB (default 256); output: what the tool prints, in MB (default 200)")
+	sizeMB := fs.Int("size", -1, "download: the model's size in MB (default 256; download-capped 512); output: what the tool prints, in MB (default 200)")
 	out := fs.String("o", "", "all: write into this file, keeping what is above its generated part (default: stdout)")
 	installManagers := fs.Bool("install-managers", false, "shim: install the other shim managers that are not on PATH into the temp folder (mise with npm, asdf and aqua-proxy with go install)")
 	fs.Usage = func() {
@@ -127,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fs.Usage()
 			return 0
 		}
-		fmt.Fprintln(stderr, "bench: name a command: shim, download, rebuild, prewarm or all (go run ./cmd/bench -h)")
+		fmt.Fprintln(stderr, "bench: name a command: shim, download, download-capped, output, rebuild, prewarm or all (go run ./cmd/bench -h)")
 		return 2
 	}
 	cmd := args[0]

@@ -176,7 +176,7 @@ func aquaShim(s *Sandbox, proxy string) ([]string, []string, error) {
 	if err := os.Link(s.Expand("$TOOLS/trivial"), filepath.Join(srv, "trivial")); err != nil {
 		return nil, nil, err
 	}
-	url, err := serveFolder(s, srv)
+	url, err := serveFolder(s, srv, false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -68,7 +68,7 @@ func prewarmSetup(s *Sandbox) error {
 	if err := writeModel(filepath.Join(srv, "m.gguf"), prewarmModelMB<<20); err != nil {
 		return err
 	}
-	url, err := serveFolder(s, srv)
+	url, err := serveFolder(s, srv, false)
 	if err != nil {
 		return err
 	}

@@ -82,11 +82,15 @@ func (rep *Report) Verdict(r Result) string {
 	if r.Goal == nil {
 		return ""
 	}
-	x, ok := rep.Ratio(r.Name, r.Goal.Anchor)
-	switch {
-	case !ok:
-		return "- " + r.Goal.String() + " (not timed)"
-	case x <= r.Goal.Max && (r.Goal.MaxRSS == 0 || r.Summary.MaxRSS < r.Goal.MaxRSS):
+	pass := true
+	for g := r.Goal; g != nil; g = g.And {
+		x, ok := rep.Ratio(r.Name, g.Anchor)
+		if !ok {
+			return "- " + r.Goal.String() + " (not timed)"
+		}
+		pass = pass && x <= g.Max && (g.MaxRSS == 0 || r.Summary.MaxRSS < g.MaxRSS)
+	}
+	if pass {
 		return "PASS " + r.Goal.String()
 	}
 	return "MISS " + r.Goal.String()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gofrs/flock"
 	"github.com/sandbox-guard/guard/guard/guardtest"
+	"github.com/sandbox-guard/guard/guard/models/fetch/ranged"
 	"github.com/sandbox-guard/guard/guard/promptcache"
 )
 
@@ -210,6 +211,121 @@ urls = [%q]
 	}
 	t.Logf("download: %d kills (%d before the call ended); after the kill: model absent %d, whole %d; partial left %d (all a true prefix: %v); %d GETs, %d of them resumed with Range",
 		kills, killed, absent, whole, partials, prefixOK == partials, srv.gets.Load(), srv.ranged.Load())
+}
+
+// killPartsModelSize spans three parts of a download in parts (4 MiB
+// each at least).
+const killPartsModelSize = 10 << 20
+
+// TestKillDownloadInParts is TestKillDownload for a model fetched over
+// several connections: after each kill the partial file holds every byte
+// its record (MODEL.partial.parts) counts, and the call that heals never
+// asks again for a byte the record counted.
+func TestKillDownloadInParts(t *testing.T) {
+	kills := killsPerKind(t, 4)
+	rng := killRand(t)
+	srv := newFaultModelServer(t, killPartsModelSize, 6<<20) // about 0.7 s a part
+	e := newFaultEnv(t, fmt.Sprintf(`
+[budget]
+heal = "2m"
+
+[tools.llama-completion]
+path = "$BIN/llama-completion"
+cache = false
+
+[[models]]
+file = "m.gguf"
+size = %d
+sha256 = %q
+urls = [%q]
+connections = 3
+`, killPartsModelSize, srv.SHA256, srv.URL()))
+	e.Tool("llama-completion", fakeModelReader)
+	model := filepath.Join(e.Home, "models", "m.gguf")
+	call := []string{"-m", model, "-p", "hi", "-n", "4"}
+	want := fmt.Sprintf("model bytes: %d\n", killPartsModelSize)
+
+	var killed, recorded int
+	for i := range kills {
+		kr := e.killAfter(time.Duration(rng.Int64N(int64(1200*time.Millisecond))), false, "llama-completion", call...)
+		if kr.Killed {
+			killed++
+		}
+		switch b, err := os.ReadFile(model); {
+		case os.IsNotExist(err):
+		case err != nil:
+			t.Fatal(err)
+		case !bytes.Equal(b, srv.Data):
+			t.Errorf("kill %d: %s holds %d bytes that are not the model", i, model, len(b))
+		}
+		e.afterKill(t)
+		var rec ranged.Record
+		if r, err := ranged.Load(model + ".partial.parts"); err == nil {
+			rec = r
+			recorded++
+			disk, err := os.ReadFile(model + ".partial")
+			if (err != nil || int64(len(disk)) != rec.Size) && rec.Bytes() > 0 {
+				// Killed between the record and the preallocation, the
+				// record counts nothing yet (the next run discards both);
+				// after it, the file has the full size.
+				t.Fatalf("kill %d: a record counting %d bytes beside a partial file of %d bytes (%v)", i, rec.Bytes(), len(disk), err)
+			}
+			for k, d := range rec.Done {
+				s := int64(k) * rec.Part
+				if !bytes.Equal(disk[s:s+d], srv.Data[s:s+d]) {
+					t.Errorf("kill %d: the record counts %d bytes of part %d that the file does not hold", i, d, k)
+				}
+			}
+		}
+		before := len(srv.Asked())
+		r := e.Run("llama-completion", call...)
+		if r.Code != 0 || r.Stdout != want {
+			t.Errorf("kill %d: the next call did not heal: %s", i, r)
+		}
+		if b, _ := os.ReadFile(model); !bytes.Equal(b, srv.Data) {
+			t.Errorf("kill %d: after the healing call the model is not the served file", i)
+		}
+		for _, a := range srv.Asked()[before:] {
+			var from, to int64
+			if _, err := fmt.Sscanf(a, "bytes=%d-%d", &from, &to); err != nil || rec.Part == 0 {
+				continue
+			}
+			k := from / rec.Part
+			if k < int64(len(rec.Done)) && from < k*rec.Part+rec.Done[k] {
+				t.Errorf("kill %d: the heal asked again for %s; the record had part %d up to byte %d", i, a, k, k*rec.Part+rec.Done[k])
+			}
+		}
+		os.Remove(model)
+	}
+	// A last call from nothing, not killed: a download in parts over the
+	// manifest's 3 connections, one request a part, and the heal log says
+	// so.
+	os.Remove(model + ".partial")
+	os.Remove(model + ".partial.parts")
+	before := len(srv.Asked())
+	if r := e.Run("llama-completion", call...); r.Code != 0 || r.Stdout != want {
+		t.Fatalf("the call from nothing did not heal: %s", r)
+	}
+	if asked := srv.Asked()[before:]; len(asked) != 3 || asked[0] != "bytes=0-4194303" {
+		t.Errorf("the download from nothing asked for %q, want its 3 parts", asked)
+	}
+	// The heal log says how many connections each download used.
+	logged, _ := os.ReadFile(e.Log)
+	inParts := 0
+	for line := range strings.Lines(string(logged)) {
+		var ev struct {
+			Event, Result string
+			Connections   int
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Event == "model.download" && ev.Result == "ok" && ev.Connections == 3 {
+			inParts++
+		}
+	}
+	if inParts == 0 {
+		t.Errorf("no model.download event in the heal log says connections 3:\n%s", logged)
+	}
+	t.Logf("download in parts: %d kills (%d before the call ended), %d left a record; %d GETs",
+		kills, killed, recorded, srv.gets.Load())
 }
 
 // fakeModelReader is a llama tool that reads the whole model it is given.

@@ -23,7 +23,15 @@ type faultModelServer struct {
 	gets   atomic.Int64 // GET requests for the file
 	ranged atomic.Int64 // of those, with a Range header
 	mu     sync.Mutex
-	rate   int // bytes per second
+	rate   int      // bytes per second
+	asked  []string // the Range header of every GET, "" for none
+}
+
+// Asked is the Range header of every GET so far ("" for none).
+func (s *faultModelServer) Asked() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.asked...)
 }
 
 func newFaultModelServer(t testing.TB, size, rate int) *faultModelServer {
@@ -40,6 +48,9 @@ func newFaultModelServer(t testing.TB, size, rate int) *faultModelServer {
 			if r.Header.Get("Range") != "" {
 				s.ranged.Add(1)
 			}
+			s.mu.Lock()
+			s.asked = append(s.asked, r.Header.Get("Range"))
+			s.mu.Unlock()
 		}
 		w.Header().Set("ETag", `"`+s.SHA256[:16]+`"`)
 		http.ServeContent(&faultPacedWriter{ResponseWriter: w, rate: s.Rate()}, r, "m.gguf", modTime, bytes.NewReader(s.Data))

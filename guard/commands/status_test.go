@@ -132,16 +132,17 @@ type documentedReport struct {
 	} `json:"openclaw"`
 	Log    string `json:"log"`
 	Events []struct {
-		TS         time.Time `json:"ts"`
-		Level      string    `json:"level"`
-		Event      string    `json:"event"`
-		Tool       string    `json:"tool"`
-		Target     string    `json:"target"`
-		Reason     string    `json:"reason"`
-		Result     string    `json:"result"`
-		DurationMS int64     `json:"duration_ms"`
-		Bytes      int64     `json:"bytes"`
-		Attempt    int       `json:"attempt"`
+		TS          time.Time `json:"ts"`
+		Level       string    `json:"level"`
+		Event       string    `json:"event"`
+		Tool        string    `json:"tool"`
+		Target      string    `json:"target"`
+		Reason      string    `json:"reason"`
+		Result      string    `json:"result"`
+		DurationMS  int64     `json:"duration_ms"`
+		Bytes       int64     `json:"bytes"`
+		Attempt     int       `json:"attempt"`
+		Connections int       `json:"connections"`
 	} `json:"events"`
 }
 

@@ -39,6 +39,9 @@ type Event struct {
 	DurationMS int64
 	Bytes      int64
 	Attempt    int
+	// Connections is how many connections fetched a download at once
+	// (model.download); 0 = not a download.
+	Connections int
 }
 
 // Log is a lazily opened heal log. The zero value is not usable; use New.
@@ -92,6 +95,9 @@ func (l *Log) Write(e Event) {
 	}
 	if e.Attempt != 0 {
 		fields = append(fields, zap.Int("attempt", e.Attempt))
+	}
+	if e.Connections != 0 {
+		fields = append(fields, zap.Int("connections", e.Connections))
 	}
 	switch e.Level {
 	case "warn":
@@ -199,14 +205,15 @@ func OpenFile(path string, maxBytes int64) (*os.File, error) {
 
 // Record is one event read back from the log.
 type Record struct {
-	TS         time.Time `json:"ts"`
-	Level      string    `json:"level"`
-	Event      string    `json:"event"`
-	Tool       string    `json:"tool,omitempty"`
-	Target     string    `json:"target,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-	Result     string    `json:"result,omitempty"`
-	DurationMS int64     `json:"duration_ms,omitempty"`
-	Bytes      int64     `json:"bytes,omitempty"`
-	Attempt    int       `json:"attempt,omitempty"`
+	TS          time.Time `json:"ts"`
+	Level       string    `json:"level"`
+	Event       string    `json:"event"`
+	Tool        string    `json:"tool,omitempty"`
+	Target      string    `json:"target,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	Result      string    `json:"result,omitempty"`
+	DurationMS  int64     `json:"duration_ms,omitempty"`
+	Bytes       int64     `json:"bytes,omitempty"`
+	Attempt     int       `json:"attempt,omitempty"`
+	Connections int       `json:"connections,omitempty"`
 }

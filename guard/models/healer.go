@@ -112,10 +112,7 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 
 	err = h.heal(ctx, tool, m, path, dest, force)
 	if err != nil && ctx.Err() == context.DeadlineExceeded {
-		var kept int64
-		if fi, serr := os.Lstat(dest + ".partial"); serr == nil && fi.Mode().IsRegular() {
-			kept = fi.Size()
-		}
+		kept := fetch.PartialBytes(dest)
 		doing := "downloading"
 		if errors.Is(err, errWaiting) {
 			doing = errWaiting.Error()
@@ -255,8 +252,8 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		h.event(heallog.Event{Level: "error", Event: "model.download", Tool: tool, Target: path, Result: "failed", Reason: err.Error()})
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
-	if fi, err := os.Lstat(dest + ".partial"); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 && (m.Size <= 0 || fi.Size() < m.Size) {
-		h.say("guard: model %s is %s; resuming a partial download (%s of %s)", name, describeStatus(st), describeSize(fi.Size()), describeSize(m.Size))
+	if kept := fetch.PartialBytes(dest); kept > 0 && (m.Size <= 0 || kept < m.Size) {
+		h.say("guard: model %s is %s; resuming a partial download (%s of %s)", name, describeStatus(st), describeSize(kept), describeSize(m.Size))
 	} else {
 		h.say("guard: model %s is %s; downloading %s", name, describeStatus(st), describeSize(m.Size))
 	}
@@ -278,7 +275,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	res, err := fetch.Fetch(ctx, fetch.Request{
 		URLs: urls, Dest: dest, Size: m.Size, SHA256: sha,
 		Token: h.Token, Client: client, Progress: h.Stderr, ProgressEvery: h.ProgressEvery,
-		Backoff: h.FetchBackoff, RateWindow: h.RateWindow,
+		Backoff: h.FetchBackoff, RateWindow: h.RateWindow, Connections: m.Connections,
 		OnRetry: func(url string, attempt int, err error) {
 			// A Retry-After or a back-off can be long: say why nothing moves.
 			h.say("guard: download of %s: %v; trying again", name, err)
@@ -290,7 +287,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		return err // not a failure: the caller waits for the other download
 	}
 	ev := heallog.Event{Event: "model.download", Tool: tool, Target: path, Bytes: res.Bytes,
-		DurationMS: time.Since(start).Milliseconds(), Attempt: res.Attempts, Result: "ok"}
+		DurationMS: time.Since(start).Milliseconds(), Attempt: res.Attempts, Connections: res.Connections, Result: "ok"}
 	if err != nil {
 		ev.Level, ev.Result, ev.Reason = "error", "failed", err.Error()
 		if ctx.Err() == context.DeadlineExceeded {

@@ -1,9 +1,9 @@
 package models
 
 import (
-	"os"
 	"strings"
 
+	"github.com/sandbox-guard/guard/guard/models/fetch"
 	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -37,8 +37,6 @@ func (h *Healer) Seen(m *manifest.Model, path string) Seen {
 			s.DeclaredBy = "manifest"
 		}
 	}
-	if fi, err := os.Lstat(path + ".partial"); err == nil && fi.Mode().IsRegular() {
-		s.Partial = fi.Size()
-	}
+	s.Partial = fetch.PartialBytes(path)
 	return s
 }

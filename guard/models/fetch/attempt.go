@@ -29,67 +29,118 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 	if d.r.Size > 0 && d.off == d.r.Size {
 		return d.finish(u.Redacted()) // an earlier run got every byte
 	}
+	if d.wantsParts() {
+		return d.parts(ctx, u)
+	}
 	if err := d.reserve(); err != nil {
 		return err
 	}
-
-	// The rate watch covers the whole attempt, from the request to the
-	// last byte: a server that accepts and never answers is as dead as one
-	// that trickles or stops in the middle.
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	w := watchRate(d.r.MinRate, d.r.RateWindow, func() { cancel(errStalled) })
-	defer w.stop()
-	stalled := func(err error) error {
-		if errors.Is(context.Cause(actx), errStalled) {
-			return &StallError{URL: u.Redacted(), Got: w.last(), Window: d.r.RateWindow, MinRate: d.r.MinRate}
-		}
+	var from int64 = -1
+	if d.off > 0 {
+		from = d.off
+	}
+	c, err := d.open(ctx, u, u.Redacted(), from, -1, d.meta.validator())
+	if err != nil {
 		return err
 	}
+	defer c.close()
+	return d.stream(ctx, c)
+}
 
+// stream receives a whole file, or the rest of a single-stream partial,
+// over the one connection c.
+func (d *download) stream(ctx context.Context, c *conn) error {
+	total, err := d.accept(c.resp, c.src)
+	if err != nil {
+		return err
+	}
+	d.res.Connections = 1
+	d.startProgress(total)
+	if err := d.copy(c.w.reader(c.resp.Body), c.src); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return c.stalled(err)
+	}
+	c.w.stop()
+	return d.finish(c.src)
+}
+
+// conn is one request under way: its response and the rate watch that
+// covers it, from the request to the last byte (a server that accepts and
+// never answers is as dead as one that trickles or stops in the middle).
+type conn struct {
+	src    string // the url asked, redacted
+	resp   *http.Response
+	actx   context.Context
+	cancel context.CancelCauseFunc
+	w      *rateWatch
+	waited time.Duration // from the request to the answer's headers
+}
+
+// stalled turns err into a *StallError when the rate watch ended the
+// request.
+func (c *conn) stalled(err error) error {
+	if errors.Is(context.Cause(c.actx), errStalled) {
+		return &StallError{URL: c.src, Got: c.w.last(), Window: c.w.window, MinRate: c.w.min}
+	}
+	return err
+}
+
+func (c *conn) close() {
+	if c.resp != nil {
+		c.resp.Body.Close()
+	}
+	c.w.stop()
+	c.cancel(nil)
+}
+
+// open sends a GET of u: of bytes from-to when from >= 0 (to < 0: to the
+// end), guarded by If-Range when validator is set. src is how messages
+// name it: the url the manifest gives, never a signed url it redirected
+// to.
+func (d *download) open(ctx context.Context, u *url.URL, src string, from, to int64, validator string) (*conn, error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	c := &conn{src: src, actx: actx, cancel: cancel}
+	c.w = watchRate(d.r.MinRate, d.r.RateWindow, func() { cancel(errStalled) })
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return fmt.Errorf("%s: %w", u.Redacted(), err)
+		c.close()
+		return nil, fmt.Errorf("%s: %w", c.src, err)
 	}
 	req.Header.Set("User-Agent", "guard (model heal)")
 	// Identity: Go would otherwise ask for gzip and undo it, and a resume
 	// offset must count the bytes of the file itself.
 	req.Header.Set("Accept-Encoding", "identity")
 	authorize(req, d.r.Token)
-	if d.off > 0 {
-		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", d.off))
-		if v := d.meta.validator(); v != "" {
-			req.Header.Set("If-Range", v)
+	if from >= 0 {
+		rng := fmt.Sprintf("bytes=%d-", from)
+		if to >= 0 {
+			rng += fmt.Sprint(to)
+		}
+		req.Header.Set("Range", rng)
+		if validator != "" {
+			req.Header.Set("If-Range", validator)
 		}
 	}
+	asked := time.Now()
 	resp, err := d.r.Client.Do(req)
+	c.waited = time.Since(asked)
 	if err != nil {
+		c.close()
 		var re *redirectError
 		switch {
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return nil, ctx.Err()
 		case errors.As(err, &re):
-			return re
+			return nil, re
 		case offline(err):
-			return &OfflineError{URL: u.Redacted(), Err: unwrapURLError(err)}
+			return nil, &OfflineError{URL: c.src, Err: unwrapURLError(err)}
 		}
-		return stalled(&netError{fmt.Errorf("%s: %w", u.Redacted(), unwrapURLError(err))})
+		return nil, c.stalled(&netError{fmt.Errorf("%s: %w", c.src, unwrapURLError(err))})
 	}
-	defer resp.Body.Close()
-
-	total, err := d.accept(resp, u.Redacted())
-	if err != nil {
-		return err
-	}
-	d.startProgress(total)
-	if err := d.copy(w.reader(resp.Body), u.Redacted()); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return stalled(err)
-	}
-	w.stop()
-	return d.finish(u.Redacted())
+	c.resp = resp
+	return c, nil
 }
 
 // accept turns the response status into the offset the body starts at and
@@ -110,7 +161,7 @@ func (d *download) accept(resp *http.Response, src string) (int64, error) {
 		d.saveMeta(meta{URL: src, ETag: strongETag(resp.Header.Get("ETag")), LastModified: resp.Header.Get("Last-Modified")})
 		return total, nil
 	case http.StatusPartialContent:
-		start, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+		start, _, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
 		if !ok || start != d.off {
 			from := d.off
 			if err := d.discard(); err != nil {
@@ -212,34 +263,35 @@ func retryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// parseContentRange reads "bytes START-END/TOTAL" (TOTAL may be "*").
-func parseContentRange(v string) (start, total int64, ok bool) {
+// parseContentRange reads "bytes START-END/TOTAL" (TOTAL may be "*",
+// then total is -1).
+func parseContentRange(v string) (start, end, total int64, ok bool) {
 	rest, found := strings.CutPrefix(strings.TrimSpace(v), "bytes ")
 	if !found {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	rng, tot, found := strings.Cut(rest, "/")
 	if !found {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	s, e, found := strings.Cut(rng, "-")
 	if !found {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	start, err1 := strconv.ParseInt(s, 10, 64)
 	end, err2 := strconv.ParseInt(e, 10, 64)
 	if err1 != nil || err2 != nil || start < 0 || end < start {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	total = -1
 	if tot != "*" {
 		t, err := strconv.ParseInt(tot, 10, 64)
 		if err != nil || t <= end {
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
 		total = t
 	}
-	return start, total, true
+	return start, end, total, true
 }
 
 func strongETag(v string) string {
@@ -291,6 +343,7 @@ func (d *download) fromFile(u *url.URL) error {
 	if err := d.reserve(); err != nil {
 		return err
 	}
+	d.res.Connections = 1
 	d.startProgress(fi.Size())
 	if err := d.copy(src, u.String()); err != nil {
 		return err

@@ -77,17 +77,20 @@ func TestNoSpace(t *testing.T) {
 	data := guardtest.GGUF(1 << 20)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
 	for _, tt := range []struct {
-		name string
-		size int64
-		want string
+		name  string
+		size  int64
+		conns int
+		want  string
 	}{
-		{"size known", int64(len(data)), "needs 1048576 more bytes (1.0 MB) and "},
-		{"size unknown", 0, "no space left on device in " + dir},
+		{"size known", int64(len(data)), 1, "needs 1048576 more bytes (1.0 MB) and "},
+		{"size unknown", 0, 1, "no space left on device in " + dir},
+		{"in parts", int64(len(data)), 4, "needs 1048576 more bytes (1.0 MB) and "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := request(t, srv.URL)
 			r.Dest = filepath.Join(dir, "m.gguf")
 			r.Size = tt.size
+			r.Connections, r.PartSize = tt.conns, 64<<10
 			_, err := fetch.Fetch(context.Background(), r)
 			var se *fetch.SpaceError
 			if !errors.Is(err, fetch.ErrNoSpace) || !errors.As(err, &se) || !strings.Contains(err.Error(), tt.want) {
@@ -96,7 +99,7 @@ func TestNoSpace(t *testing.T) {
 			if se.Free < 0 || se.Free > 256<<10 {
 				t.Errorf("free = %d, want the tmpfs's few free bytes", se.Free)
 			}
-			mustNotExist(t, r.Dest, r.Dest+".partial", r.Dest+".partial.meta")
+			mustNotExist(t, r.Dest, r.Dest+".partial", r.Dest+".partial.meta", r.Dest+".partial.parts")
 		})
 	}
 }

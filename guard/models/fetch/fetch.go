@@ -48,15 +48,26 @@ type Request struct {
 	MinRate    int64
 	RateWindow time.Duration
 	OnRetry    func(url string, attempt int, err error)
+	// Connections is how many ranged requests may fetch the file at once
+	// (parallel.go); 0 = DefaultConnections, 1 = one stream. More than
+	// one is used only when Size is known and the source answers a Range
+	// with a 206 for exactly that range.
+	Connections int
+	// PartSize is the bytes of one part of a download in parts; 0 = by
+	// the size (partSize). Tests make it small.
+	PartSize int64
 }
 
 // Result describes a finished download.
 type Result struct {
-	URL      string // the source that served the file
-	Bytes    int64  // fetched in this run (not counting a resumed partial)
-	Resumed  bool   // a partial file was continued
-	SHA256   string
-	Attempts int
+	URL     string // the source that served the file
+	Bytes   int64  // fetched in this run (not counting a resumed partial)
+	Resumed bool   // a partial file was continued
+	// Connections is how many connections fetched the file at once in
+	// the attempt that finished it: 1 for one stream.
+	Connections int
+	SHA256      string
+	Attempts    int
 	// DeclaredBy is the url whose declared sha256 (X-Linked-Etag) the
 	// file was checked against, when the request gave none; "" otherwise.
 	DeclaredBy string
@@ -155,6 +166,10 @@ func withDefaults(r Request) Request {
 	if r.RateWindow <= 0 {
 		r.RateWindow = DefaultRateWindow
 	}
+	if r.Connections <= 0 {
+		r.Connections = DefaultConnections
+	}
+	r.Connections = min(r.Connections, MaxConnections)
 	return r
 }
 
@@ -185,7 +200,7 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 	}
 	for {
 		d.res.Attempts++
-		before := d.off
+		before := d.progress()
 		err := d.attempt(ctx, u)
 		if err == nil {
 			return nil
@@ -197,7 +212,7 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 		if !ok {
 			return err
 		}
-		if d.off > before {
+		if d.progress() > before {
 			failures = 0
 		} else {
 			failures++

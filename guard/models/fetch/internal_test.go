@@ -42,7 +42,7 @@ func TestParseContentRange(t *testing.T) {
 		{"", 0, 0, false},
 	}
 	for _, tt := range tests {
-		s, tot, ok := parseContentRange(tt.in)
+		s, _, tot, ok := parseContentRange(tt.in)
 		if ok != tt.ok || (ok && (s != tt.start || tot != tt.total)) {
 			t.Errorf("parseContentRange(%q) = %d %d %v", tt.in, s, tot, ok)
 		}

@@ -10,11 +10,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandbox-guard/guard/guard/models/fetch/ranged"
 	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/state"
 )
@@ -44,8 +47,17 @@ type download struct {
 	// want is the request's own.
 	wantFrom string
 	sum      string
+	done     int64 // bytes of the file installed
 	res      Result
 	rep      *progress.Reporter
+
+	// A download in parts (parallel.go): rt keeps the books of the
+	// partial file while it is one; oneStream says this Fetch's source
+	// answered ranges wrongly, so it is fetched in one stream.
+	rt        *ranged.Tracker
+	oneStream bool
+	partBytes atomic.Int64 // fetched by the parts in this run
+	retryMu   sync.Mutex   // OnRetry is called by one part at a time
 }
 
 // meta is the sidecar that lets a later run resume safely.
@@ -77,6 +89,15 @@ func openDownload(r Request) (*download, error) {
 	}
 	d.f = f
 	d.p = newPipe(buffers, bufSize)
+	if _, err := os.Lstat(d.partsPath()); err == nil {
+		// A partial file in parts: its record, not its size, says
+		// what is there.
+		if err := d.adoptParts(fi.Size()); err != nil {
+			d.close()
+			return nil, err
+		}
+		return d, nil
+	}
 	if n := fi.Size(); n > 0 {
 		if err := d.adopt(n); err != nil {
 			d.close()
@@ -202,6 +223,7 @@ func (d *download) discard() error {
 	d.off, d.old = 0, 0
 	d.meta = meta{}
 	_ = os.Remove(d.partial + ".meta")
+	d.dropParts()
 	return nil
 }
 
@@ -242,6 +264,7 @@ func (d *download) noSpace() error {
 	_ = d.f.Truncate(0)
 	_ = os.Remove(d.partial)
 	_ = os.Remove(d.partial + ".meta")
+	d.dropParts()
 	d.p.reset()
 	d.off, d.old = 0, 0
 	dir := filepath.Dir(d.r.Dest)
@@ -264,8 +287,16 @@ func (d *download) write(b []byte) error {
 	return nil
 }
 
-// finish checks the complete partial file and renames it over Dest.
+// finish checks the complete single-stream partial file and renames it
+// over Dest.
 func (d *download) finish(src string) error {
+	return d.install(src, d.off, d.p.sum)
+}
+
+// install checks the partial file, which holds n bytes, against the size,
+// its header and sum (the sha256 of those bytes), and renames it over
+// Dest.
+func (d *download) install(src string, n int64, sum func() string) error {
 	if err := d.f.Sync(); err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
 			return d.noSpace()
@@ -276,29 +307,29 @@ func (d *download) finish(src string) error {
 	if err != nil {
 		return &fatalError{fmt.Errorf("stat %s: %w", d.partial, err)}
 	}
-	if fi.Size() != d.off {
+	if fi.Size() != n {
 		_ = d.discard()
-		return &fatalError{fmt.Errorf("%s holds %d bytes after writing %d; the file system lost data", d.partial, fi.Size(), d.off)}
+		return &fatalError{fmt.Errorf("%s holds %d bytes after writing %d; the file system lost data", d.partial, fi.Size(), n)}
 	}
-	if d.r.Size > 0 && d.off != d.r.Size {
+	if d.r.Size > 0 && n != d.r.Size {
 		_ = d.discard()
-		return &MismatchError{URL: src, What: "size", Want: fmt.Sprint(d.r.Size), Got: fmt.Sprint(d.off)}
+		return &MismatchError{URL: src, What: "size", Want: fmt.Sprint(d.r.Size), Got: fmt.Sprint(n)}
 	}
 	// The header of the file as it will be, pinned or not: a resumed
 	// partial's first bytes never passed the check at the start of a body.
-	head := make([]byte, min(d.off, 64))
-	n, err := d.f.ReadAt(head, 0)
+	head := make([]byte, min(n, 64))
+	k, err := d.f.ReadAt(head, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return &fatalError{fmt.Errorf("read %s: %w", d.partial, err)}
 	}
-	if bad := d.sniff(head[:n], src); bad != nil {
+	if bad := d.sniff(head[:k], src); bad != nil {
 		if err := d.discard(); err != nil {
 			return err
 		}
 		return bad
 	}
-	sum := d.p.sum()
-	if pin := d.want; pin != "" && sum != pin {
+	got := sum()
+	if pin := d.want; pin != "" && got != pin {
 		if d.old > 0 {
 			// The bytes from an earlier run may come from another
 			// version of the file: start over once before blaming
@@ -313,7 +344,7 @@ func (d *download) finish(src string) error {
 		if err := d.discard(); err != nil {
 			return err
 		}
-		return &MismatchError{URL: src, What: "sha256", Want: pin, Got: sum, WantFrom: d.wantFrom}
+		return &MismatchError{URL: src, What: "sha256", Want: pin, Got: got, WantFrom: d.wantFrom}
 	}
 	// Rename only the file written here: if the name now holds something
 	// else (a link planted while the download ran), nothing is renamed.
@@ -329,10 +360,11 @@ func (d *download) finish(src string) error {
 	_ = d.f.Close()
 	d.f = nil
 	_ = os.Remove(d.partial + ".meta")
+	d.dropParts()
 	if err := syncDir(filepath.Dir(d.r.Dest)); err != nil {
 		return &fatalError{err}
 	}
-	d.sum = sum
+	d.sum, d.done = got, n
 	return nil
 }
 
@@ -385,9 +417,14 @@ func (d *download) close() {
 	if d.f == nil {
 		return
 	}
-	if d.off == 0 {
+	if d.rt != nil {
+		_ = d.rt.Save() // best effort: what it cannot save is fetched again
+		d.rt.Close()
+	}
+	if d.progress() == 0 {
 		_ = os.Remove(d.partial)
 		_ = os.Remove(d.partial + ".meta")
+		d.dropParts()
 	}
 	d.f.Close()
 	d.f = nil
@@ -414,7 +451,7 @@ func (d *download) startProgress(total int64) {
 	if d.rep == nil {
 		d.rep = progress.Start(d.r.Progress, "downloading "+d.name, total, d.r.ProgressEvery)
 	}
-	d.rep.SetBase(d.off)
+	d.rep.SetBase(d.progress())
 }
 
 func (d *download) stopProgress(ok bool) {
@@ -423,7 +460,10 @@ func (d *download) stopProgress(ok bool) {
 	}
 	final := ""
 	if ok {
-		final = fmt.Sprintf("guard: downloaded %s (%.1f MB)", d.name, float64(d.off)/1e6)
+		final = fmt.Sprintf("guard: downloaded %s (%.1f MB)", d.name, float64(d.done)/1e6)
+		if d.res.Connections > 1 {
+			final = fmt.Sprintf("guard: downloaded %s (%.1f MB over %d connections)", d.name, float64(d.done)/1e6, d.res.Connections)
+		}
 	}
 	d.rep.Stop(final)
 	d.rep = nil

@@ -21,10 +21,12 @@ type rateWatch struct {
 	done   chan struct{}
 	once   sync.Once
 	ticker *time.Ticker
+	min    int64 // bytes/s
+	window time.Duration
 }
 
 func watchRate(min int64, window time.Duration, stalled func()) *rateWatch {
-	w := &rateWatch{done: make(chan struct{}), ticker: time.NewTicker(window / samples)}
+	w := &rateWatch{done: make(chan struct{}), ticker: time.NewTicker(window / samples), min: min, window: window}
 	need := int64(float64(min) * window.Seconds())
 	go func() {
 		ring := make([]int64, samples+1) // the count at the last samples+1 ticks

@@ -1,0 +1,653 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-guard/guard/guard/models/fetch/ranged"
+	"github.com/sandbox-guard/guard/manifest"
+)
+
+// A download in parts (docs/downloads.md, "Downloads in parts"): a file of
+// known size whose source answers a Range with a 206 for exactly that
+// range is fetched over several connections at once into one preallocated
+// partial file, cut into parts that connections take lowest first. The
+// record of the bytes each part has on disk is DEST.partial.parts
+// (package ranged); a later run resumes every part from it. The sha256
+// runs over the contiguous prefix as parts fill in.
+const (
+	DefaultConnections = manifest.DefaultConnections
+	MaxConnections     = manifest.MaxConnections
+	// Parts are about a quarter of a connection's share, so the filled
+	// area stays near one front (the hash follows it) and a slow
+	// connection holds up little; bounded so a request's first-byte wait
+	// is small beside its transfer, and the record stays small.
+	partsPerConn = 4
+	minPart      = 4 << 20
+	maxPart      = 64 << 20
+	// partBuf is each connection's buffer: what it reads before a write.
+	partBuf = 256 << 10
+	// maxResolves bounds how often one part asks for a fresh redirect
+	// after a 403 from the url it was sent to, without moving on.
+	maxResolves = 3
+)
+
+func (d *download) partsPath() string { return d.partial + ".parts" }
+
+// progress is how many bytes of the file are on disk (written, maybe not
+// yet synced), in parts or in one stream.
+func (d *download) progress() int64 {
+	if d.rt != nil {
+		n, _ := d.rt.Done()
+		return n
+	}
+	return d.off
+}
+
+func (d *download) partSize() int64 {
+	if d.r.PartSize > 0 {
+		return d.r.PartSize
+	}
+	p := d.r.Size / int64(d.r.Connections*partsPerConn)
+	return min(max(p, minPart), maxPart)
+}
+
+// wantsParts says whether the next attempt is a download in parts: one is
+// under way, or a fresh download of a known size of at least two parts
+// may become one. A single-stream partial is continued as one stream.
+func (d *download) wantsParts() bool {
+	if d.rt != nil {
+		return true
+	}
+	return d.r.Connections > 1 && !d.oneStream && d.r.Size > 0 && d.off == 0 && d.r.Size > d.partSize()
+}
+
+// dropParts forgets a download in parts: the record goes, the tracker
+// stops. The partial file itself is the caller's to empty or rename.
+func (d *download) dropParts() {
+	if d.rt != nil {
+		d.rt.Close()
+		d.rt = nil
+	}
+	_ = os.Remove(d.partsPath())
+}
+
+// adoptParts takes over a partial file in parts left by an earlier run
+// whose file is size bytes, or discards it when its record does not
+// describe it.
+func (d *download) adoptParts(size int64) error {
+	rec, err := ranged.Load(d.partsPath())
+	if err == nil {
+		err = rec.Valid(d.r.Size)
+	}
+	if err == nil && size != rec.Size {
+		err = fmt.Errorf("the file holds %d bytes, the record says %d", size, rec.Size)
+	}
+	if err == nil && rec.Done[0] > 0 {
+		head := make([]byte, min(rec.Done[0], 64))
+		k, _ := d.f.ReadAt(head, 0)
+		err = d.sniff(head[:k], d.partial)
+	}
+	if err != nil {
+		if d.r.Progress != nil {
+			fmt.Fprintf(d.r.Progress, "guard: discarded %s: %v; starting the download over\n", d.partial, err)
+		}
+		return d.discard()
+	}
+	d.rt = ranged.New(d.f, d.partsPath(), rec)
+	d.old = rec.Bytes()
+	return nil
+}
+
+// startParts turns a fresh download into one in parts: the record first
+// (so a file without one is never taken for a finished single stream),
+// then the whole file's room.
+func (d *download) startParts(rec ranged.Record) error {
+	if err := ranged.Save(d.partsPath(), rec); err != nil {
+		return &fatalError{fmt.Errorf("download %s: %w", d.name, err)}
+	}
+	err := unix.Fallocate(int(d.f.Fd()), 0, 0, rec.Size)
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return d.noSpace()
+	}
+	if err != nil { // not supported here: a sparse file, the writes will tell
+		if err := d.f.Truncate(rec.Size); err != nil {
+			_ = os.Remove(d.partsPath())
+			return &fatalError{fmt.Errorf("download %s: size partial file: %w", d.name, err)}
+		}
+	}
+	d.rt = ranged.New(d.f, d.partsPath(), rec)
+	return nil
+}
+
+// parts makes one attempt at a download in parts. A fresh one first asks
+// for the first part alone: the answer says whether the source serves
+// ranges (a 206 for exactly that range and the manifest's size), and if
+// it answers 200 the file comes in one stream on that very response.
+func (d *download) parts(ctx context.Context, u *url.URL) error {
+	src := u.Redacted()
+	res := &resolver{orig: u, cur: u}
+	var first *conn
+	if d.rt == nil {
+		part := d.partSize()
+		c, err := d.open(ctx, u, src, 0, part-1, "")
+		if err != nil {
+			return err
+		}
+		inParts, err := d.firstPart(c, part)
+		if err != nil || !inParts {
+			defer c.close()
+			if err != nil {
+				return err
+			}
+			if err := d.reserve(); err != nil {
+				return err
+			}
+			return d.stream(ctx, c) // a 200: the whole file, here and now
+		}
+		first = c
+		res.resolved(c.resp)
+	}
+	defer func() {
+		if first != nil {
+			first.close()
+		}
+	}()
+
+	rec := d.rt.Record()
+	left := 0
+	for i, n := range rec.Done {
+		if n < min(rec.Part, rec.Size-int64(i)*rec.Part) {
+			left++
+		}
+	}
+	conns := max(1, min(d.r.Connections, left))
+	d.res.Connections = conns
+	d.startProgress(rec.Size)
+	if d.rep != nil {
+		d.rep.SetStatus(fmt.Sprintf("%d connections", conns))
+	}
+	if d.old > 0 {
+		d.res.Resumed = true
+	}
+
+	// The workers share rt; only this goroutine changes d.rt, once they
+	// are all done.
+	rt := d.rt
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	fail := func(err error) {
+		once.Do(func() { firstErr = err; cancel(err) })
+	}
+	for i := range conns {
+		var (
+			c  *conn
+			ch *ranged.Chunk
+		)
+		if i == 0 && first != nil {
+			// The first request's answer is for part 0: its worker
+			// holds part 0 before any other can claim it.
+			c0, ok := rt.Claim()
+			if ok && c0.Index == 0 {
+				c, ch, first = first, &c0, nil
+			} else if ok {
+				rt.Release(c0)
+			}
+		}
+		wg.Go(func() {
+			if err := d.worker(pctx, rt, res, c, ch); err != nil {
+				fail(err)
+			}
+		})
+	}
+	wg.Wait()
+	d.res.Bytes += d.partBytes.Swap(0)
+	if firstErr != nil {
+		var (
+			rs  *restartError
+			bad *BodyError
+		)
+		if errors.As(firstErr, &rs) || errors.As(firstErr, &bad) {
+			// Another version of the file, or not the file at all:
+			// nothing of it is kept.
+			if err := d.discard(); err != nil {
+				return err
+			}
+		} else {
+			_ = rt.Save() // keep what every part wrote
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return firstErr
+	}
+	n, all := rt.Done()
+	if !all {
+		return &shortError{url: src, got: n, want: rec.Size}
+	}
+	sum, err := rt.Sum()
+	rt.Close() // no save may touch the file while it is renamed and closed
+	if err != nil {
+		return &fatalError{fmt.Errorf("download %s: %w", d.name, err)}
+	}
+	return d.install(src, n, func() string { return sum })
+}
+
+// firstPart reads the answer to a fresh download's first request, a Range
+// for the first part: true when it starts a download in parts, false when
+// it is the whole file in one stream (a 200). A source that answers the
+// range wrongly is fetched in one stream from the next attempt on.
+func (d *download) firstPart(c *conn, part int64) (bool, error) {
+	resp := c.resp
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return false, nil
+	case http.StatusPartialContent:
+	case http.StatusRequestedRangeNotSatisfiable:
+		d.oneStream = true
+		return false, &restartError{reason: fmt.Sprintf("%s refused a range of its first %d bytes (416); fetching in one stream", c.src, part)}
+	default:
+		_, err := d.accept(resp, c.src) // the status's own error
+		return false, err
+	}
+	start, end, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+	if ok && total >= 0 {
+		if err := d.checkTotal(c.src, total); err != nil {
+			return false, err
+		}
+	}
+	if !ok || start != 0 || end != part-1 || total != d.r.Size || (resp.ContentLength >= 0 && resp.ContentLength != part) {
+		d.oneStream = true
+		return false, &restartError{reason: fmt.Sprintf("%s answered a range of bytes 0-%d with Content-Range %q and length %d; fetching in one stream",
+			c.src, part-1, resp.Header.Get("Content-Range"), resp.ContentLength)}
+	}
+	rec := ranged.NewRecord(d.r.Size, part)
+	rec.ETag = strongETag(resp.Header.Get("ETag"))
+	rec.LastModified = resp.Header.Get("Last-Modified")
+	if err := d.startParts(rec); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// resolver is the url the parts are sent to: the one a redirect (a Hub
+// url to a signed CDN url) led the first request to, shared by all parts,
+// and the original again when that one is refused (the signature
+// expired), which the next request follows to a fresh one.
+type resolver struct {
+	mu   sync.Mutex
+	orig *url.URL
+	cur  *url.URL
+}
+
+func (r *resolver) url() *url.URL {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur
+}
+
+// resolved records where resp's request ended up after redirects.
+func (r *resolver) resolved(resp *http.Response) {
+	if resp.Request == nil || resp.Request.URL == nil {
+		return
+	}
+	r.mu.Lock()
+	r.cur = resp.Request.URL
+	r.mu.Unlock()
+}
+
+// again drops a resolved url that u was (refused with a 403): the next
+// request goes to the original. It reports whether there was one to drop.
+func (r *resolver) again(u *url.URL) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u == nil || u.String() == r.orig.String() {
+		return false
+	}
+	if r.cur.String() == u.String() {
+		r.cur = r.orig
+	}
+	return true
+}
+
+// worker fills parts until none is left. c, if not nil, is the answer to
+// the first part's request, already checked, and ch that part.
+//
+// Shortly before a part ends (when what is left of it should arrive
+// within one wait for a first byte), the worker claims the next part and
+// sends its request, so that the server's wait before the first byte
+// overlaps the end of the transfer instead of following it: a worker then
+// has a second request open for that moment (Connections counts workers).
+func (d *download) worker(ctx context.Context, rt *ranged.Tracker, res *resolver, c *conn, ch *ranged.Chunk) error {
+	buf := make([]byte, partBuf)
+	if c != nil {
+		// The first answer was asked for before the parts' context
+		// existed: a failure of another part must end it too.
+		fc := c
+		stop := context.AfterFunc(ctx, func() { fc.cancel(context.Cause(ctx)) })
+		defer stop()
+	}
+	var next *ahead
+	defer func() {
+		if next != nil { // asked for, never read: give it back
+			<-next.done
+			if next.c != nil {
+				next.c.close()
+			}
+			rt.Release(next.ch)
+		}
+	}()
+	askNext := func() {
+		if next == nil {
+			next = d.askAhead(ctx, rt, res)
+		}
+	}
+	for {
+		var cerr error
+		if ch == nil {
+			if next != nil {
+				<-next.done
+				ch, c, cerr = &next.ch, next.c, next.err
+				next = nil
+			} else {
+				n, ok := rt.Claim()
+				if !ok {
+					return nil
+				}
+				ch = &n
+			}
+		}
+		err := d.fillPart(ctx, rt, ch, res, c, cerr, buf, askNext)
+		c = nil
+		rt.Release(*ch)
+		ch = nil
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// ahead is the request for a worker's next part, sent before its current
+// part ends; done is closed once c (and err) are set.
+type ahead struct {
+	ch   ranged.Chunk
+	c    *conn
+	err  error
+	done chan struct{}
+}
+
+// askAhead claims the next part and sends its request on a goroutine of
+// its own; nil when no part is left.
+func (d *download) askAhead(ctx context.Context, rt *ranged.Tracker, res *resolver) *ahead {
+	ch, ok := rt.Claim()
+	if !ok {
+		return nil
+	}
+	a := &ahead{ch: ch, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		a.c, a.err = d.openPart(ctx, rt, &a.ch, res)
+	}()
+	return a
+}
+
+// openPart sends the request for the rest of part ch and checks its
+// answer. On an error the conn, if any, is returned closed: its url says
+// where a 403 came from.
+func (d *download) openPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.Chunk, res *resolver) (*conn, error) {
+	c, err := d.open(ctx, res.url(), res.orig.Redacted(), ch.Next, ch.End-1, rt.Record().Validator())
+	if err != nil {
+		return nil, err
+	}
+	if err := d.acceptPart(c, rt, ch); err != nil {
+		c.close()
+		return c, err
+	}
+	return c, nil
+}
+
+// fillPart fetches the rest of one part, with retries: a request that
+// moved the part on does not use one up. c (or its error cerr) is the
+// part's first request when it was sent already; askNext is called once a
+// body is near its part's end.
+func (d *download) fillPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.Chunk, res *resolver, c *conn, cerr error, buf []byte, askNext func()) error {
+	defer func() {
+		if c != nil {
+			c.close()
+		}
+	}()
+	failures, resolves := 0, 0
+	for ch.Next < ch.End {
+		var err error
+		switch {
+		case cerr != nil:
+			err, cerr = cerr, nil
+		case c == nil:
+			c, err = d.openPart(ctx, rt, ch, res)
+		}
+		before := ch.Next
+		if err == nil {
+			res.resolved(c.resp)
+			err = d.readPart(ctx, c, rt, ch, buf, askNext)
+			c.close()
+			if err == nil {
+				c = nil
+				continue
+			}
+		}
+		asked := askedURL(c)
+		c = nil
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if ch.Next > before {
+			failures, resolves = 0, 0
+		}
+		var h *HTTPError
+		if errors.As(err, &h) && h.Status == http.StatusForbidden && resolves < maxResolves && res.again(asked) {
+			resolves++ // a signed url that expired: ask the original again
+			continue
+		}
+		var rs *restartError
+		if errors.As(err, &rs) {
+			return err
+		}
+		wait, ok := d.retryWait(err, failures)
+		if !ok {
+			return err
+		}
+		failures++
+		if failures > d.r.Retries {
+			return fmt.Errorf("gave up after %d attempts: %w", failures, err)
+		}
+		if d.r.OnRetry != nil {
+			d.retryMu.Lock() // one at a time, whichever part retries
+			d.r.OnRetry(res.orig.Redacted(), d.res.Attempts, err)
+			d.retryMu.Unlock()
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+	return nil
+}
+
+// askedURL is the url c's answer came from (after redirects), or nil.
+func askedURL(c *conn) *url.URL {
+	if c == nil || c.resp == nil || c.resp.Request == nil {
+		return nil
+	}
+	return c.resp.Request.URL
+}
+
+// acceptPart checks the answer to a part's request: a 206 for exactly the
+// bytes asked, of the same file (size and validators). A 200 (the
+// If-Range validator no longer matches, or ranges are no longer served),
+// a 416 or another validator means the file changed: every part starts
+// over. A Content-Range that is not the one asked is retried.
+func (d *download) acceptPart(c *conn, rt *ranged.Tracker, ch *ranged.Chunk) error {
+	resp := c.resp
+	rec := rt.Record()
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+	case http.StatusOK, http.StatusRequestedRangeNotSatisfiable:
+		return restart(fmt.Sprintf("%s answered a range of bytes %d-%d with %d %s: the file changed or ranges are no longer served; starting over",
+			c.src, ch.Next, ch.End-1, resp.StatusCode, http.StatusText(resp.StatusCode)))
+	default:
+		return statusError(resp, c.src, d.r.Token != "")
+	}
+	start, end, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+	if ok && total >= 0 && total != rec.Size {
+		return restart(fmt.Sprintf("%s now serves %d bytes, not %d: the file changed; starting over", c.src, total, rec.Size))
+	}
+	if etag := strongETag(resp.Header.Get("ETag")); rec.ETag != "" && etag != "" && etag != rec.ETag ||
+		rec.LastModified != "" && resp.Header.Get("Last-Modified") != "" && resp.Header.Get("Last-Modified") != rec.LastModified {
+		return restart(fmt.Sprintf("%s changed during the download (ETag or Last-Modified); starting over", c.src))
+	}
+	if !ok || start != ch.Next || end != ch.End-1 || (resp.ContentLength >= 0 && resp.ContentLength != ch.End-ch.Next) {
+		return &netError{fmt.Errorf("%s answered a range of bytes %d-%d with Content-Range %q and length %d",
+			c.src, ch.Next, ch.End-1, resp.Header.Get("Content-Range"), resp.ContentLength)}
+	}
+	return nil
+}
+
+// restart is an answer that shows the file changed: the attempt ends,
+// and parts drops the partial file once every connection has stopped.
+func restart(reason string) error { return &restartError{reason: reason} }
+
+// readPart copies a part's body to its place in the file, as far as the
+// part goes. The first bytes of the file are checked first: an error page
+// must never be saved as the file.
+func (d *download) readPart(ctx context.Context, c *conn, rt *ranged.Tracker, ch *ranged.Chunk, buf []byte, askNext func()) error {
+	body := io.LimitReader(c.w.reader(c.resp.Body), ch.End-ch.Next)
+	fill := 0
+	start, from := time.Now(), ch.Next
+	// near says whether what is left of the part should arrive within
+	// one wait for a first byte (this request's), at this body's rate so
+	// far: the next request's wait then overlaps the end of this body,
+	// and its bytes follow this one's instead of flowing beside them.
+	near := func() bool {
+		got, took := ch.Next-from, time.Since(start)
+		if got <= 0 || took <= 0 {
+			return false
+		}
+		left := time.Duration(float64(ch.End-ch.Next) / float64(got) * float64(took))
+		return left <= c.waited+5*time.Millisecond
+	}
+	if ch.Next == 0 {
+		n, err := io.ReadAtLeast(body, buf, int(min(64, ch.End)))
+		if err == nil || n > 0 {
+			if bad := d.sniff(buf[:n], c.src); bad != nil {
+				return bad
+			}
+		}
+		fill = n
+		d.counted(n)
+		if err != nil { // the body ended within its first bytes
+			if n > 0 {
+				if werr := rt.Write(ch, buf[:n]); werr != nil {
+					return d.writeFailed(rt, werr)
+				}
+			}
+			if ch.Next == ch.End {
+				return nil
+			}
+			return d.partEnded(ctx, c, ch, err)
+		}
+	}
+	for {
+		n, err := body.Read(buf[fill:])
+		fill += n
+		d.counted(n)
+		if fill == len(buf) || (err != nil && fill > 0) {
+			if werr := rt.Write(ch, buf[:fill]); werr != nil {
+				return d.writeFailed(rt, werr)
+			}
+			fill = 0
+			if askNext != nil && near() {
+				askNext()
+				askNext = nil
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) && ch.Next == ch.End {
+				return nil
+			}
+			return d.partEnded(ctx, c, ch, err)
+		}
+	}
+}
+
+func (d *download) counted(n int) {
+	if n <= 0 {
+		return
+	}
+	d.partBytes.Add(int64(n))
+	if d.rep != nil {
+		d.rep.Add(int64(n))
+	}
+}
+
+// partEnded words a body that ended (err) before its part did.
+func (d *download) partEnded(ctx context.Context, c *conn, ch *ranged.Chunk, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return &shortError{url: c.src, got: ch.Next, want: ch.End}
+	}
+	return c.stalled(&netError{fmt.Errorf("%s: %w", c.src, err)})
+}
+
+// writeFailed words a failed write of a part. A full disk keeps the
+// partial file and its record: the download resumes once there is room.
+func (d *download) writeFailed(rt *ranged.Tracker, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		_ = rt.Save()
+		n, _ := rt.Done()
+		dir := filepath.Dir(d.r.Dest)
+		return &fatalError{&SpaceError{Dir: dir, Need: d.r.Size - n, Free: FreeSpace(dir)}}
+	}
+	return &fatalError{fmt.Errorf("write %s: %w", d.partial, err)}
+}
+
+// PartialBytes is how many bytes of dest a partial download holds: what
+// the record of a download in parts counts (its file is preallocated at
+// the full size), else the partial file's size; 0 when there is none or
+// it is not a plain file.
+func PartialBytes(dest string) int64 {
+	fi, err := os.Lstat(dest + ".partial")
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0
+	}
+	if _, err := os.Lstat(dest + ".partial.parts"); err == nil {
+		rec, err := ranged.Load(dest + ".partial.parts")
+		if err != nil || rec.Valid(rec.Size) != nil || rec.Size != fi.Size() {
+			return 0 // the next download discards it
+		}
+		return rec.Bytes()
+	}
+	return fi.Size()
+}
