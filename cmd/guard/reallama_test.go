@@ -363,7 +363,7 @@ func TestRealLlama(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := a.Run("guard", "stash", "push", "llama-cpp", stashRef); r.Code != 0 || !strings.Contains(r.Stdout, "signed by fleet-1") {
+		if r := a.Run("guard", "stash", "push", "llama-cpp", stashRef); r.Code != 0 || !strings.Contains(r.Stdout, "pushed 1 stash entry to "+stashRef+", signed by fleet-1") {
 			t.Fatalf("guard stash push: %s", r)
 		}
 		if r := a.Run("guard", "model", "push", filepath.Join(a.Home, "models", "tiny.gguf"), modelRef); r.Code != 0 {
