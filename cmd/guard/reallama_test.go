@@ -25,6 +25,8 @@ package main
 // is checked to be untouched. A copy without the namespace would not do:
 // CMake refuses a cache moved to another folder, and the copied binaries
 // would still load the original libraries through their absolute RUNPATH.
+// The fleet case binds an empty folder there instead, for a sandbox B that
+// restores build/bin from a registry (guardtest.NewRegistry) it never built.
 
 import (
 	"bytes"
