@@ -136,11 +136,12 @@ func (e *Engine) builder() *builds.Builder {
 }
 
 // pushInBackground starts `guard stash push --entry KEY RECIPE DEST` in a
-// session of its own, at low priority, its output in STATE/stash/push.log,
-// and does not wait for it: a build's stash_to (docs/registry.md).
+// session of its own, at low priority, its output in the recipe's push
+// log (STATE/stash/push-RECIPE.log, the last push's, appended to so that
+// an older push still running leaves no hole), and does not wait for it:
+// a build's stash_to (docs/registry.md).
 func (e *Engine) pushInBackground(recipe, key, dest string) error {
-	dir := e.c.State().Stash()
-	logf, err := state.OpenOwn(filepath.Join(dir, "push.log"), os.O_RDWR, 0o600)
+	logf, err := state.OpenOwn(e.Stash().PushLog(recipe), os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}

@@ -512,7 +512,7 @@ var stashCommand = &cli.Command{
 				}
 				out := e.Config().Stdout
 				if ctx.String("entry") != "" {
-					out = e.Config().Stderr // what stash_to runs: its stdout is /dev/null, its stderr push.log
+					out = e.Config().Stderr // what stash_to runs: its stdout is /dev/null, its stderr the push log
 				}
 				return commands.StashPush(e, out, args[:len(args)-1], ctx.String("entry"), args[len(args)-1])
 			}),

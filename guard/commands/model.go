@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -24,21 +23,23 @@ func ModelPush(e *guard.Engine, out io.Writer, file, dest string) error {
 	if strings.HasPrefix(ref.Reference, "sha256:") {
 		return fmt.Errorf("%s: push to a tag (oci://HOST/REPO:TAG); the digest is the file's", dest)
 	}
-	f, err := state.OpenRegular(file, false) // a FIFO or a device is refused, not read forever
+	// Opened once, non-blocking and checked regular: a FIFO or a device
+	// is refused, not read forever, and what is pushed is what was checked.
+	f, err := state.OpenRegular(file, false)
 	if err != nil {
 		return err
 	}
-	f.Close()
+	defer f.Close()
 	repo, err := e.Registry().Open(ref)
 	if err != nil {
 		return err
 	}
-	dgst, err := repo.PushModel(context.Background(), file)
+	name := filepath.Base(file)
+	dgst, size, err := repo.PushModel(context.Background(), f, name)
 	if err != nil {
-		return fmt.Errorf("cannot push %s to %s: %w", filepath.Base(file), dest, err)
+		return fmt.Errorf("cannot push %s to %s: %w", name, dest, err)
 	}
-	fi, _ := os.Stat(file)
 	fmt.Fprintf(out, "pushed %s (%d bytes) to %s as sha256 %s\nname it in a model of the manifest:\n\n[[models]]\nfile = %q\nsize = %d\nsha256 = %q\nurls = [%q]\n",
-		filepath.Base(file), fi.Size(), dest, dgst.Encoded(), filepath.Base(file), fi.Size(), dgst.Encoded(), registry.Ref{Host: ref.Host, Repo: ref.Repo, Reference: string(dgst)}.String())
+		name, size, dest, dgst.Encoded(), name, size, dgst.Encoded(), registry.Ref{Host: ref.Host, Repo: ref.Repo, Reference: string(dgst)}.String())
 	return nil
 }

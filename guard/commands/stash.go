@@ -49,6 +49,7 @@ func stashState(e *guard.Engine, items []stash.Item, rec *manifest.Build) StashS
 	if len(rec.StashFrom) > 0 {
 		answers := e.Stash().Sources()
 		for _, src := range rec.StashFrom {
+			src = stash.Redact(src) // a password in a URL is never shown
 			r, ok := answers[src]
 			if !ok {
 				r = stash.SourceResult{Result: "never asked"}
@@ -58,7 +59,7 @@ func stashState(e *guard.Engine, items []stash.Item, rec *manifest.Build) StashS
 	}
 	if rec.StashTo != "" {
 		st.PushTo = rec.StashTo
-		st.LastPush = lastLine(filepath.Join(e.Config().State().Stash(), "push.log"))
+		st.LastPush = lastLine(e.Stash().PushLog(rec.Name))
 	}
 	for _, it := range items {
 		if it.Recipe == rec.Name {

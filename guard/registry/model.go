@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -63,6 +62,11 @@ func (r *Repository) ModelLayer(ctx context.Context) (ocispec.Descriptor, error)
 			found = append(found, l)
 		}
 	}
+	if len(found) == 1 {
+		if err := found[0].Digest.Validate(); err != nil {
+			return ocispec.Descriptor{}, fmt.Errorf("%s: its GGUF layer's digest %.80q: %w", r, found[0].Digest, err)
+		}
+	}
 	switch {
 	case len(found) == 0:
 		return ocispec.Descriptor{}, fmt.Errorf("%s holds no GGUF layer (%s or %s)", r, MediaTypeGGUF, MediaTypeOllamaModel)
@@ -96,42 +100,46 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// PushModel pushes the GGUF file at path as one raw layer of Docker Model
-// Runner's type, tagged with r's reference (else "latest"), and returns
-// the layer's digest: the model's sha256. The file is read twice, to hash
-// it and to send it, and never held in memory.
-func (r *Repository) PushModel(ctx context.Context, path string) (digest.Digest, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
+// PushModel pushes the GGUF file f (named name) as one raw layer of
+// Docker Model Runner's type, tagged with r's reference (else "latest"),
+// and returns the layer's digest, the model's sha256, and its size. The
+// file is read twice, to hash it and to send it, and never held in
+// memory. Each wait on the registry is bounded (Open); the upload itself
+// is not, since a model may take long.
+func (r *Repository) PushModel(ctx context.Context, f *os.File, name string) (digest.Digest, int64, error) {
 	h := sha256.New()
 	size, err := io.Copy(h, f)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	layer := ocispec.Descriptor{
 		MediaType:   MediaTypeGGUF,
 		Digest:      digest.NewDigestFromEncoded(digest.SHA256, hex.EncodeToString(h.Sum(nil))),
 		Size:        size,
-		Annotations: map[string]string{ocispec.AnnotationTitle: filepath.Base(path)},
+		Annotations: map[string]string{ocispec.AnnotationTitle: name},
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	if ok, err := r.repo.Exists(ctx, layer); err != nil || !ok {
-		if err := r.repo.Push(ctx, layer, f); err != nil {
-			return "", fmt.Errorf("push %s: %w", filepath.Base(path), r.explain(err))
+	ectx, cancel := context.WithTimeout(ctx, r.timeout)
+	ok, err := r.repo.Exists(ectx, layer)
+	cancel()
+	if err != nil || !ok {
+		// The file is sent as it was hashed: a file that changes under
+		// the push fails the registry's digest check.
+		if err := r.repo.Push(ctx, layer, io.LimitReader(f, size)); err != nil {
+			return "", 0, fmt.Errorf("push %s: %w", name, r.explain(err))
 		}
 	}
 	tag := r.Reference
 	if tag == "" {
 		tag = "latest"
 	}
-	if _, err := r.pushManifest(ctx, tag, modelArtifactType, Blob{MediaType: ocispec.MediaTypeEmptyJSON, Data: []byte("{}")}, []ocispec.Descriptor{layer},
-		map[string]string{ocispec.AnnotationTitle: filepath.Base(path)}); err != nil {
-		return "", err
+	mctx, cancel := context.WithTimeout(ctx, 4*r.timeout)
+	defer cancel()
+	if _, err := r.pushManifest(mctx, tag, modelArtifactType, Blob{MediaType: ocispec.MediaTypeEmptyJSON, Data: []byte("{}")}, []ocispec.Descriptor{layer},
+		map[string]string{ocispec.AnnotationTitle: name}); err != nil {
+		return "", 0, err
 	}
-	return layer.Digest, nil
+	return layer.Digest, size, nil
 }

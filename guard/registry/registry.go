@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -123,20 +124,44 @@ func (c *Client) Open(ref Ref) (*Repository, error) {
 		return nil, err
 	}
 	repo.PlainHTTP = slices.Contains(c.PlainHTTP, ref.Host)
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
 	hc := c.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: 0}
+		// No limit on a whole request (a model's blob may take an
+		// hour), but on each wait for the other side: the connection,
+		// the TLS handshake and the first byte of an answer. A registry
+		// that accepts and never answers costs this, not a hang.
+		hc = &http.Client{Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: timeout}).DialContext,
+			TLSHandshakeTimeout:   timeout,
+			ResponseHeaderTimeout: timeout,
+			ForceAttemptHTTP2:     true,
+		}}
 	}
-	client := &auth.Client{Client: hc, Cache: auth.NewCache(), Header: http.Header{"User-Agent": {"guard"}}}
+	// A redirect (a blob to its storage) is followed on the rules the
+	// manifest's downloads follow: never to plain http but to a host
+	// marked as one, at most 10.
+	plain := c.PlainHTTP
+	inner := *hc
+	inner.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return errors.New("more than 10 redirects")
+		}
+		if req.URL.Scheme == "http" && !slices.Contains(plain, req.URL.Host) {
+			return fmt.Errorf("refused a redirect to plain http %s", req.URL.Redacted())
+		}
+		return nil
+	}
+	client := &auth.Client{Client: &inner, Cache: auth.NewCache(), Header: http.Header{"User-Agent": {"guard"}}}
 	store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
 	if err == nil {
 		client.Credential = credentials.Credential(store)
 	} // an unreadable Docker config: anonymous, as docker pull would be
 	repo.Client = client
-	timeout := c.Timeout
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
 	return &Repository{Ref: ref, repo: repo, timeout: timeout}, nil
 }
 

@@ -3,6 +3,8 @@ package registry
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,5 +155,32 @@ func TestCredentialHelper(t *testing.T) {
 	asked, err := os.ReadFile(filepath.Join(bin, "asked"))
 	if err != nil || !strings.Contains(string(asked), reg.Host) {
 		t.Errorf("the helper was not asked for %s: %q %v", reg.Host, asked, err)
+	}
+}
+
+// A registry that sends a manifest whose GGUF layer has no valid digest
+// gets a refusal, not a panic.
+func TestModelLayerWithABadDigest(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/manifests/") {
+			body := `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",` +
+				`"config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2},` +
+				`"layers":[{"mediaType":"application/vnd.docker.ai.gguf.v3","digest":"nocolon","size":10}]}`
+			w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+			w.Header().Set("Docker-Content-Digest", digest.FromString(body).String())
+			w.Write([]byte(body))
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	ref, _ := Parse(Scheme + host + "/m:t")
+	repo, err := (&Client{PlainHTTP: []string{host}}).Open(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.ModelLayer(context.Background()); err == nil || !strings.Contains(err.Error(), "digest") {
+		t.Fatalf("a layer digest with no algorithm: %v", err)
 	}
 }

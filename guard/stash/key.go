@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -87,7 +88,7 @@ func MakeKey(ctx context.Context, in KeyInput) (Key, error) {
 	note("cc", cc+": "+first)
 	note("c++", cxx+": "+firstCXX)
 	cpu := "arch " + runtime.GOARCH // a portable build runs on any CPU of its architecture
-	if !portable(in.Steps) {
+	if !portable(in.Steps, in.Env) {
 		cpu = cpuTarget(ctx, cc, in.Env)
 	}
 	note("cpu", cpu)
@@ -157,11 +158,14 @@ func sourceRevision(ctx context.Context, in KeyInput, note func(name, value stri
 
 // gitDirty is "git REV", or "git REV dirty HASH" where HASH covers what
 // git status lists below dir (the output folders left out): each record,
-// the diff against HEAD, and the contents of the untracked files, of the
-// files .gitignore names (a local.cmake the CMakeLists.txt includes is
-// as much a source as a tracked one) and of each changed submodule's own
-// revision, computed the same way. Files that are not sources
-// (notSource, notSourcePath) are left out, name and content.
+// the diff against HEAD, and the contents of the untracked files and of
+// the files .gitignore names (a local.cmake the CMakeLists.txt includes is
+// as much a source as a tracked one); and the revision, computed the same
+// way, of every submodule whose own tree is dirty (its edits, untracked
+// or ignored files: the superproject sees only "-dirty", or nothing for
+// an ignored file) and of every git checkout nested in dir untracked or
+// ignored. Files that are not sources (notSource, notSourcePath) are left
+// out, name and content.
 func gitDirty(ctx context.Context, git string, in KeyInput, top, rev string, note func(name, value string)) (string, error) {
 	spec := []string{"--", "."}
 	for _, out := range in.Outputs {
@@ -171,7 +175,11 @@ func gitDirty(ctx context.Context, git string, in KeyInput, top, rev string, not
 	if err != nil {
 		return "", fmt.Errorf("git status in %s: %w", in.Dir, err)
 	}
-	if status == "" {
+	nested, err := dirtySubmodules(ctx, git, in, top)
+	if err != nil {
+		return "", err
+	}
+	if status == "" && len(nested) == 0 {
 		return "git " + rev, nil
 	}
 	diff, err := runGit(ctx, git, in, append([]string{"diff", "HEAD", "--binary"}, spec...)...)
@@ -180,7 +188,6 @@ func gitDirty(ctx context.Context, git string, in KeyInput, top, rev string, not
 	}
 	h := sha256.New()
 	var contents []string // untracked and ignored files, hashed whole
-	var submodules []string
 	for _, rec := range strings.Split(status, "\x00") {
 		if rec == "" {
 			continue
@@ -193,6 +200,14 @@ func gitDirty(ctx context.Context, git string, in KeyInput, top, rev string, not
 		}
 		full := filepath.Join(top, name)
 		switch {
+		case (xy == "??" || xy == "!!") && strings.HasSuffix(name, "/") && isSubmodule(full):
+			// A checkout of its own inside dir (a vendored library
+			// cloned there): git lists its folder, not its files.
+			sub, err := sourceRevision(ctx, KeyInput{Dir: full, Env: in.Env}, func(string, string) {})
+			if err != nil {
+				return "", fmt.Errorf("the checkout %s: %w", name, err)
+			}
+			nested = append(nested, submodule{strings.TrimSuffix(name, "/"), sub})
 		case xy == "??" || xy == "!!":
 			if notSourcePath(name) || notSource(full) {
 				note("left out", name)
@@ -200,30 +215,72 @@ func gitDirty(ctx context.Context, git string, in KeyInput, top, rev string, not
 			}
 			contents = append(contents, name)
 			note(map[string]string{"??": "untracked", "!!": "ignored"}[xy], name)
-		case xy != "" && isSubmodule(full):
-			submodules = append(submodules, name)
-		case xy != "":
+		case xy != "" && !isSubmodule(full):
 			note("dirty", xy+" "+name)
 		}
 		io.WriteString(h, rec+"\x00")
 	}
-	if len(contents) == 0 && len(submodules) == 0 && diff == "" {
+	if len(contents) == 0 && len(nested) == 0 && diff == "" {
 		return "git " + rev, nil // dirty only by files that are not sources
 	}
 	io.WriteString(h, diff)
 	for _, name := range contents {
 		hashFile(h, filepath.Join(top, name))
 	}
-	for _, name := range submodules {
-		sub := KeyInput{Dir: filepath.Join(top, name), Env: in.Env}
-		rev, err := sourceRevision(ctx, sub, func(string, string) {})
-		if err != nil {
-			return "", fmt.Errorf("submodule %s: %w", name, err)
-		}
-		note("submodule", name+": "+rev)
-		fmt.Fprintf(h, "submodule %q %s\n", name, rev)
+	for _, sub := range nested {
+		note("submodule", sub.path+": "+sub.rev)
+		fmt.Fprintf(h, "submodule %q %s\n", sub.path, sub.rev)
 	}
 	return "git " + rev + " dirty " + hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// submodule is a checkout inside another and its revision.
+type submodule struct{ path, rev string }
+
+// dirtySubmodules lists the submodules of the checkout at top that lie in
+// in.Dir (outside its outputs) and whose own tree is dirty, each with its
+// revision. A clean one needs nothing: the superproject's commit and diff
+// pin its HEAD. The list is .gitmodules' (none without one: no git run).
+func dirtySubmodules(ctx context.Context, git string, in KeyInput, top string) ([]submodule, error) {
+	if _, err := os.Lstat(filepath.Join(top, ".gitmodules")); err != nil {
+		return nil, nil
+	}
+	out, err := runGit(ctx, git, KeyInput{Dir: top, Env: in.Env}, "config", "-f", ".gitmodules", "-z", "--get-regexp", `^submodule\..*\.path$`)
+	if err != nil {
+		return nil, nil // no path in it (git config exits 1): no submodule
+	}
+	var subs []submodule
+	for _, rec := range strings.Split(out, "\x00") {
+		_, p, ok := strings.Cut(rec, "\n")
+		if !ok || p == "" {
+			continue
+		}
+		full := filepath.Join(top, filepath.FromSlash(p))
+		rel, err := filepath.Rel(in.Dir, full)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || !isSubmodule(full) || inOutputs(filepath.ToSlash(rel), in.Outputs) {
+			continue
+		}
+		rev, err := sourceRevision(ctx, KeyInput{Dir: full, Env: in.Env}, func(string, string) {})
+		if err != nil {
+			return nil, fmt.Errorf("submodule %s: %w", p, err)
+		}
+		if strings.Contains(rev, " dirty ") {
+			subs = append(subs, submodule{p, rev})
+		}
+	}
+	return subs, nil
+}
+
+// inOutputs reports whether the slash path rel is an output folder or
+// below one.
+func inOutputs(rel string, outputs []string) bool {
+	for _, o := range outputs {
+		o = path.Clean(o)
+		if rel == o || strings.HasPrefix(rel, o+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // isSubmodule reports whether p is the folder of a git submodule (its
@@ -366,8 +423,11 @@ func compilers(in KeyInput) (cc, cxx string) {
 			}
 		}
 	}
-	first := func(v string) string { // CC="gcc -m32" is gcc
+	first := func(v string) string { // CC="gcc -m32" is gcc, CC="ccache gcc" too
 		f := strings.Fields(v)
+		for len(f) > 1 && launchers[filepath.Base(f[0])] {
+			f = f[1:]
+		}
 		if len(f) == 0 {
 			return ""
 		}
@@ -375,6 +435,10 @@ func compilers(in KeyInput) (cc, cxx string) {
 	}
 	return cmp.Or(cc, first(envValue(in.Env, "CC")), "cc"), cmp.Or(cxx, first(envValue(in.Env, "CXX")), "c++")
 }
+
+// launchers run the compiler named after them: the compiler is the next
+// word (CC="ccache gcc" builds with gcc's version and CPU).
+var launchers = map[string]bool{"ccache": true, "sccache": true, "distcc": true, "icecc": true}
 
 // cmakeDefine reads -DNAME=VALUE or -DNAME:TYPE=VALUE.
 func cmakeDefine(arg, name string) (string, bool) {
@@ -414,23 +478,46 @@ func compilerVersion(ctx context.Context, compiler string, env []string) string 
 	return strings.TrimSpace(string(out))
 }
 
-// portable reports whether the steps build llama.cpp's portable CPU code
-// (-DGGML_NATIVE=OFF, as its own releases are built, with
-// GGML_BACKEND_DL and GGML_CPU_ALL_VARIANTS choosing the code at run
-// time): then the CPU part of the key is the architecture alone, so every
-// machine of that architecture shares the entry.
-func portable(steps [][]string) bool {
+// portable reports whether the steps build llama.cpp's portable CPU code,
+// as its own releases are: -DGGML_NATIVE=OFF with -DGGML_BACKEND_DL=ON
+// and -DGGML_CPU_ALL_VARIANTS=ON, which build the CPU backend once per
+// instruction set level and load the best one the machine has at run
+// time, and no -march or -m flag of its own (in the steps, or CFLAGS and
+// CXXFLAGS in env). Then the CPU part of the key is the architecture
+// alone, so every machine of it shares the entry. GGML_NATIVE=OFF alone is
+// not portable: ggml then turns AVX2, FMA, F16C and BMI2 on by default,
+// and a machine without them would restore a binary that dies of SIGILL.
+func portable(steps [][]string, env []string) bool {
+	defs := map[string]string{}
+	var flags []string
 	for _, step := range steps {
 		for _, arg := range step {
-			if v, ok := cmakeDefine(arg, "GGML_NATIVE"); ok {
-				switch strings.ToUpper(v) {
-				case "OFF", "0", "FALSE", "NO", "N":
-					return true
+			for _, name := range []string{"GGML_NATIVE", "GGML_BACKEND_DL", "GGML_CPU_ALL_VARIANTS"} {
+				if v, ok := cmakeDefine(arg, name); ok {
+					defs[name] = strings.ToUpper(v)
 				}
+			}
+			for _, name := range []string{"CMAKE_C_FLAGS", "CMAKE_CXX_FLAGS"} {
+				if v, ok := cmakeDefine(arg, name); ok {
+					flags = append(flags, v)
+				}
+			}
+			if strings.HasPrefix(arg, "-DGGML_CPU_ARM_ARCH") {
+				return false // an instruction set named by hand
 			}
 		}
 	}
-	return false
+	flags = append(flags, envValue(env, "CFLAGS"), envValue(env, "CXXFLAGS"), envValue(env, "CMAKE_C_FLAGS"), envValue(env, "CMAKE_CXX_FLAGS"))
+	for _, f := range flags {
+		for _, word := range strings.Fields(f) {
+			if strings.HasPrefix(word, "-m") && word != "-m32" && word != "-m64" { // -march, -mtune, -mcpu, -mavx2 …
+				return false
+			}
+		}
+	}
+	off := func(v string) bool { return v == "OFF" || v == "0" || v == "FALSE" || v == "NO" || v == "N" }
+	on := func(v string) bool { return v == "ON" || v == "1" || v == "TRUE" || v == "YES" || v == "Y" }
+	return off(defs["GGML_NATIVE"]) && on(defs["GGML_BACKEND_DL"]) && on(defs["GGML_CPU_ALL_VARIANTS"])
 }
 
 // cpuTarget is the CPU as the C compiler cc resolves -march=native:

@@ -105,8 +105,17 @@ func TestKeyOfPortableBuildIsTheArchitecture(t *testing.T) {
 		}
 		return k
 	}
-	if a, b := key("skylake", "-DGGML_NATIVE=OFF"), key("znver4", "-DGGML_NATIVE=OFF"); a.Sum != b.Sum || !strings.HasPrefix(inputOf(a, "cpu"), "arch ") {
+	portableSteps := []string{"-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=ON", "-DGGML_CPU_ALL_VARIANTS=ON"}
+	if a, b := key("skylake", portableSteps...), key("znver4", portableSteps...); a.Sum != b.Sum || !strings.HasPrefix(inputOf(a, "cpu"), "arch ") {
 		t.Errorf("portable builds on two CPUs: %q and %q", inputOf(a, "cpu"), inputOf(b, "cpu"))
+	}
+	// GGML_NATIVE=OFF alone turns AVX2 and the like on: not portable.
+	if a, b := key("skylake", "-DGGML_NATIVE=OFF"), key("znver4", "-DGGML_NATIVE=OFF"); a.Sum == b.Sum {
+		t.Errorf("GGML_NATIVE=OFF alone was keyed as portable: %q", inputOf(a, "cpu"))
+	}
+	// Nor is a portable build given a -march of its own.
+	if a, b := key("skylake", append(portableSteps, "-DCMAKE_C_FLAGS=-march=skylake")...), key("znver4", append(portableSteps, "-DCMAKE_C_FLAGS=-march=skylake")...); a.Sum == b.Sum {
+		t.Errorf("a portable build with -march was keyed on the architecture alone")
 	}
 	if a, b := key("skylake", "-DGGML_NATIVE:BOOL=ON"), key("znver4", "-DGGML_NATIVE:BOOL=ON"); a.Sum == b.Sum {
 		t.Errorf("native builds on two CPUs share a key")
@@ -214,6 +223,53 @@ func TestKeyHasSubmoduleEdits(t *testing.T) {
 	}
 	if !strings.HasPrefix(inputOf(two, "submodule"), "ggml: git ") {
 		t.Errorf("submodule input %q", inputOf(two, "submodule"))
+	}
+	// A file the submodule ignores: the superproject sees nothing at all.
+	gitIn(t, filepath.Join(dir, "ggml"))("checkout", "-q", "--", "ggml.c")
+	exclude, err := exec.Command("git", "-C", filepath.Join(dir, "ggml"), "rev-parse", "--path-format=absolute", "--git-path", "info/exclude").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Dir(strings.TrimSpace(string(exclude))), 0o755)
+	if err := os.WriteFile(strings.TrimSpace(string(exclude)), []byte("local.cmake\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "ggml", "local.cmake"), []byte("set(A 1)"), 0o644)
+	if out, _ := exec.Command("git", "-C", filepath.Join(dir, "ggml"), "status", "--porcelain", "--ignored").Output(); !strings.Contains(string(out), "!! local.cmake") {
+		t.Fatalf("local.cmake is not ignored in the submodule: %q", out)
+	}
+	ign1 := keyOf(t, dir)
+	os.WriteFile(filepath.Join(dir, "ggml", "local.cmake"), []byte("set(A 2)"), 0o644)
+	ign2 := keyOf(t, dir)
+	if ign1.Sum == clean.Sum || ign2.Sum == ign1.Sum {
+		t.Errorf("edits of a file the submodule ignores: clean %s, one %s, two %s", clean.Source, ign1.Source, ign2.Source)
+	}
+}
+
+// A git checkout nested in dir that the superproject does not track (a
+// library cloned there, ignored or not): git lists its folder only, and
+// its edits still change the key.
+func TestKeyHasNestedCheckoutEdits(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is not installed; this test needs it: apt-get install -y git")
+	}
+	dir := t.TempDir()
+	git := gitIn(t, dir)
+	git("init", "-q")
+	os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("vendor/\n"), 0o644)
+	git("add", ".")
+	git("commit", "-qm", "one")
+	lib := filepath.Join(dir, "vendor", "lib")
+	os.MkdirAll(lib, 0o755)
+	gitIn(t, lib)("init", "-q")
+	os.WriteFile(filepath.Join(lib, "lib.c"), []byte("int l;"), 0o644)
+	gitIn(t, lib)("add", ".")
+	gitIn(t, lib)("commit", "-qm", "lib")
+	first := keyOf(t, dir)
+	os.WriteFile(filepath.Join(lib, "lib.c"), []byte("int l = 1;"), 0o644)
+	second := keyOf(t, dir)
+	if second.Sum == first.Sum {
+		t.Errorf("an edit inside a nested checkout kept the key (%s)", second.Source)
 	}
 }
 

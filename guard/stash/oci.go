@@ -2,7 +2,6 @@ package stash
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -182,6 +181,9 @@ func (s *Store) fromRegistry(ctx context.Context, src, recipe, key string) (Item
 		return Item{}, nil, fmt.Errorf("%s: tag %s is not a guard stash entry (one %s layer)", src, ociTag(recipe, key), ociLayerType)
 	}
 	layer := m.Layers[0]
+	if err := layer.Digest.Validate(); err != nil || layer.Digest.Algorithm() != "sha256" {
+		return Item{}, nil, fmt.Errorf("%s: tag %s: its layer's digest %.80q is not a sha256", src, ociTag(recipe, key), layer.Digest)
+	}
 	if len(s.Trusted) == 0 {
 		return Item{}, nil, fmt.Errorf("entry %s %w: %w", name, errUntrusted, sign.ErrNoTrust)
 	}
@@ -200,14 +202,9 @@ func (s *Store) fromRegistry(ctx context.Context, src, recipe, key string) (Item
 	if _, err := verifyEntry(data, sigs, s.Trusted); err != nil {
 		return Item{}, nil, fmt.Errorf("entry %s %w: %w", name, errUntrusted, err)
 	}
-	created, _ := time.Parse(time.RFC3339, m.Annotations[ocispec.AnnotationCreated])
-	if created.IsZero() {
-		created = time.Now()
-	}
-	it := Item{Recipe: recipe, Key: key, Size: int64(len(data)), SHA256: layer.Digest.Encoded(), Created: created}
-	if _, err := hex.DecodeString(it.SHA256); err != nil || !isHex64(it.SHA256) {
-		return Item{}, nil, fmt.Errorf("%s: the layer's digest %s is not a sha256", src, layer.Digest)
-	}
+	// Kept locally as made now: the created annotation is not signed,
+	// and the local bound evicts by age.
+	it := Item{Recipe: recipe, Key: key, Size: int64(len(data)), SHA256: layer.Digest.Encoded(), Created: time.Now()}
 	return it, data, nil
 }
 

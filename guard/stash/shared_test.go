@@ -198,8 +198,28 @@ func TestRestoreRefusesLinksOutOfTheOutputs(t *testing.T) {
 			}
 		})
 	}
-	// A link that stays in the outputs is fine.
+	// Through another link of the entry: b -> . makes b/b/b/../../.. climb
+	// from build/d/e three times, out of build, though its text resolves
+	// to build/d/e.
 	it, data := craft(t, []File{
+		{Path: "build/d/e/tool", Mode: 0o755},
+		{Path: "build/d/e/b", Link: "."},
+		{Path: "build/d/e/a", Link: "b/b/b/../../.."},
+	}, map[string]string{"build/d/e/tool": "#!/bin/sh\n"})
+	s0 := &Store{Dir: filepath.Join(t.TempDir(), "stash")}
+	if err := s0.put(context.Background(), it, data); err != nil {
+		t.Fatal(err)
+	}
+	root0 := t.TempDir()
+	if _, err := s0.Restore(context.Background(), "r", testKey, root0, []string{"build"}, nil); err == nil || !strings.Contains(err.Error(), "links out of the output folders") {
+		t.Fatalf("a link out through another link: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(root0, "build/d/e/a")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the link was placed: %v", err)
+	}
+
+	// A link that stays in the outputs is fine.
+	it, data = craft(t, []File{
 		{Path: "build/bin/libx.so.0.2.0", Mode: 0o644},
 		{Path: "build/bin/libx.so.0", Link: "libx.so.0.2.0"},
 		{Path: "build/lib/libx.so", Link: "../bin/libx.so.0"},

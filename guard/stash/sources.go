@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/lock"
@@ -28,8 +30,35 @@ const maxSourcesFile = 256 << 10
 
 func (s *Store) sourcesPath() string { return filepath.Join(s.Dir, "sources.json") }
 
-// Sources returns what each source last answered; none when nothing was
-// asked yet or the file cannot be read.
+// PushLog is the file the background push of recipe's entries
+// (stash_to) writes: one a recipe, so that two recipes pushing at once do
+// not write over each other.
+func (s *Store) PushLog(recipe string) string {
+	safe := []byte(recipe)
+	for i, c := range safe {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			safe[i] = '_'
+		}
+	}
+	name := string(safe)
+	if name != recipe || len(name) > 64 {
+		name = name[:min(len(name), 48)] + "-" + strings.TrimSuffix(entryName(recipe, ""), ".gst")[:12]
+	}
+	return filepath.Join(s.Dir, "push-"+name+".log")
+}
+
+// Redact is a source as it may be shown and kept: a password in its URL
+// (https://user:token@host/…) replaced by xxxxx.
+func Redact(src string) string {
+	u, err := url.Parse(src)
+	if err != nil || u.User == nil {
+		return src
+	}
+	return u.Redacted()
+}
+
+// Sources returns what each source last answered, by its Redact form;
+// none when nothing was asked yet or the file cannot be read.
 func (s *Store) Sources() map[string]SourceResult {
 	data, err := state.ReadRegular(s.sourcesPath(), maxSourcesFile, true)
 	if err != nil {
@@ -48,7 +77,11 @@ func (s *Store) noteSources(answers map[string]SourceResult) {
 	if len(answers) == 0 || s.folder(true) != nil {
 		return
 	}
-	held, err := lock.Acquire(context.Background(), filepath.Join(s.Dir, "sources.lock"), nil)
+	// Bounded: a note is not worth a wait on a process stopped holding
+	// the lock (Ctrl-Z, SIGSTOP); it is dropped instead.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	held, err := lock.Acquire(ctx, filepath.Join(s.Dir, "sources.lock"), nil)
 	if err != nil {
 		return
 	}
@@ -58,7 +91,7 @@ func (s *Store) noteSources(answers map[string]SourceResult) {
 		m = map[string]SourceResult{}
 	}
 	for src, r := range answers {
-		m[src] = r
+		m[Redact(src)] = r
 	}
 	if data, err := json.Marshal(m); err == nil && len(data) <= maxSourcesFile {
 		_ = state.Replace(s.sourcesPath(), data, 0o600)

@@ -296,7 +296,7 @@ func collect(root string, outputs, paths []string) ([]File, error) {
 				return nil, err
 			}
 			to := path.Join(path.Dir(rel), target)
-			if path.IsAbs(target) || !underOutputs(to, outputs) {
+			if !linkStaysIn(File{Path: rel, Link: target}, outputs) {
 				return nil, fmt.Errorf("%s links out of the output folders (to %s)", full, target)
 			}
 			files = append(files, File{Path: rel, Link: target})
@@ -446,7 +446,7 @@ func unpack(data []byte, recipe, key, root string, outputs []string) (int, error
 		}
 		// As Save refuses to keep one: a link that leaves the outputs
 		// would have a later build write through it, outside them.
-		if f.IsLink() && (path.IsAbs(f.Link) || !underOutputs(path.Join(path.Dir(f.Path), f.Link), outputs)) {
+		if f.IsLink() && !linkStaysIn(f, outputs) {
 			return 0, fmt.Errorf("%w: %s links out of the output folders (to %s)", errDamaged, f.Path, f.Link)
 		}
 	}
@@ -466,6 +466,32 @@ func unpack(data []byte, recipe, key, root string, outputs []string) (int, error
 		return 0, fmt.Errorf("%w: bytes past the last file", errDamaged)
 	}
 	return len(h.Files), p.commit()
+}
+
+// linkStaysIn reports whether the link f, resolved from its folder, stays
+// in the output folders. Its target must be relative, and climb (..)
+// only before it names anything: a ".." after a name would climb from
+// wherever that name leads, which may be another link of the entry
+// (b -> ., then a -> b/b/../..), so the text alone would not say where
+// it ends. Each link of an entry is checked so, and its folder is a real
+// one (the placer makes folders, never follows links), so every path
+// through the entry's links stays where its text says.
+func linkStaysIn(f File, outputs []string) bool {
+	if path.IsAbs(f.Link) {
+		return false
+	}
+	named := false
+	for _, part := range strings.Split(f.Link, "/") {
+		switch {
+		case part == "..":
+			if named {
+				return false
+			}
+		case part != "" && part != ".":
+			named = true
+		}
+	}
+	return underOutputs(path.Join(path.Dir(f.Path), f.Link), outputs)
 }
 
 // Export copies every local entry, checked and signed by key, into dir (a
