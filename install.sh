@@ -54,14 +54,18 @@ fail() {
 }
 
 # fetch URL FILE: file:// is a copy; else curl, or wget. Either gives up on a
-# server that stalls: under 1 KB/s for 30 s (curl), 30 s without a byte
-# (wget), each with two tries more.
+# server that stalls: under 1 KiB/s for 30 s (curl), 30 s without a byte
+# (wget), each with two tries more. What the tool says (a line per retry,
+# then its error) goes to FILE.err, and its last line, the cause, into
+# $why for install.sh's own one line: a failed download is one line.
 fetch() {
+  why=
   case $1 in
   file://*) p=${1#file://} && p=${p#localhost} && cp "$p" "$2" ;;
-  *) if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 20 --speed-limit 1024 --speed-time 30 --retry 2 -o "$2" "$1" </dev/null
-     elif command -v wget >/dev/null 2>&1; then wget -q -T 30 -t 3 -O "$2" "$1" </dev/null
-     else fail "neither curl nor wget is here to download $1; install one, or download the archive and checksums.txt elsewhere and run install.sh --archive FILE"; fi ;;
+  *) if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 20 --speed-limit 1024 --speed-time 30 --retry 2 -o "$2" "$1" </dev/null 2>"$2.err"
+     elif command -v wget >/dev/null 2>&1; then wget -q -T 30 -t 3 -O "$2" "$1" </dev/null 2>"$2.err"
+     else fail "neither curl nor wget is here to download $1; install one, or download the archive and checksums.txt elsewhere and run install.sh --archive FILE"; fi ||
+       { why=$(sed -n '/./h; ${x;p;}' "$2.err" 2>/dev/null); why=${why:+ ($why)}; return 1; } ;;
   esac
 }
 
@@ -95,7 +99,7 @@ release_install() {
       [ -z "$rel_version" ] || from=$releases/download/v${rel_version#v}
     fi
     from=${from%/}
-    fetch "$from/checksums.txt" "$tmp/checksums.txt" || fail "could not download $from/checksums.txt (no network, or no such release?); offline, run install.sh --archive FILE with checksums.txt beside it"
+    fetch "$from/checksums.txt" "$tmp/checksums.txt" || fail "could not download $from/checksums.txt$why (no network, or no such release?); offline, run install.sh --archive FILE with checksums.txt beside it"
     name=$(awk -v end="_linux_$arch.tar.gz" 'substr($2, length($2) - length(end) + 1) == end { print $2; exit }' "$tmp/checksums.txt")
     [ -n "$name" ] || fail "$from/checksums.txt lists no archive for linux $arch"
     url=$from/$name
@@ -103,7 +107,7 @@ release_install() {
     */releases/latest/download) v=${name#guard_} && url=${from%/latest/download}/download/v${v%_linux_*}/$name ;;
     esac
     echo "install.sh: downloading $from/$name" >&2
-    fetch "$from/$name" "$tmp/$name" || fail "could not download $from/$name (no network?)"
+    fetch "$from/$name" "$tmp/$name" || fail "could not download $from/$name$why (no network?)"
   fi
   want=$(awk -v n="$name" '$2 == n { print $1; exit }' "$tmp/checksums.txt")
   [ -n "$want" ] || fail "checksums.txt has no line for $name"

@@ -463,3 +463,25 @@ func TestHealingLineCannotFitLessTheFallbacksTime(t *testing.T) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
+
+// A heal whose time left is unknown never "cannot fit", even when the
+// poll comes after the deadline (a loaded machine): the call then says its
+// budget ran out. A known time left past the deadline cannot fit.
+func TestCannotFitNeedsAKnownTimeLeft(t *testing.T) {
+	gone, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if cannotFit(gone, -1) {
+		t.Error("an unknown time left past the deadline counted as cannot fit")
+	}
+	if !cannotFit(gone, 5*time.Second) {
+		t.Error("5s left past the deadline fits")
+	}
+	later, cancel2 := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel2()
+	if cannotFit(later, time.Second) || !cannotFit(later, 2*time.Hour) {
+		t.Error("a known time left against an hour's deadline")
+	}
+	if cannotFit(context.Background(), time.Hour) {
+		t.Error("no deadline: everything fits")
+	}
+}

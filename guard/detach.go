@@ -28,6 +28,9 @@ import (
 type jobSpec struct {
 	kind string // "tool" or "model"
 	name string // the tool's name, or the model file's absolute path
+	// caller is the tool whose call started the heal: its events name it
+	// (`guard heal --job SPEC --for TOOL`). "" names `guard heal`.
+	caller string
 }
 
 func (s jobSpec) String() string { return s.kind + ":" + s.name }
@@ -38,7 +41,7 @@ func parseJobSpec(arg string) (jobSpec, error) {
 	if (kind != "tool" && kind != "model") || name == "" {
 		return jobSpec{}, fmt.Errorf("heal --job %q: want tool:NAME or model:PATH", arg)
 	}
-	return jobSpec{kind, name}, nil
+	return jobSpec{kind: kind, name: name}, nil
 }
 
 // detacher starts the heal of spec so that it outlives the call; the job's
@@ -58,7 +61,11 @@ func (s spawner) detach(j *healjob.Job, spec jobSpec) error {
 		return fmt.Errorf("open %s: %w", logPath, err)
 	}
 	defer logf.Close()
-	pid, err := healjob.Spawn(s.c.Self, []string{"guard", "heal", "--job", spec.String()}, s.c.Env, logf, j.Lock())
+	argv := []string{"guard", "heal", "--job", spec.String()}
+	if spec.caller != "" {
+		argv = append(argv, "--for", spec.caller)
+	}
+	pid, err := healjob.Spawn(s.c.Self, argv, s.c.Env, logf, j.Lock())
 	if err != nil {
 		return err
 	}
@@ -173,7 +180,7 @@ func (e *Engine) follow(ctx context.Context, rec healjob.Record) (healjob.Status
 		var err error
 		s, err = healjob.Follow(ctx, e.c.StateDir, rec.Key, e.c.Stderr, func(s healjob.Status) error {
 			rep.Show(s.Snapshot())
-			if dl, ok := ctx.Deadline(); ok && s.Left() > time.Until(dl) {
+			if cannotFit(ctx, s.Left()) {
 				return errCannotFit
 			}
 			return nil
@@ -246,6 +253,15 @@ func (e *healingError) Error() string {
 		e.rec.What, e.rec.Where(), why, waitCommand(e.rec))
 }
 
+// cannotFit reports whether a heal whose own estimate of its time left is
+// left (-1: unknown) cannot end within ctx. Only a known time left can say
+// so: an unknown one past a deadline already gone (a loaded machine polls
+// late) is the budget running out, and the call says that instead.
+func cannotFit(ctx context.Context, left time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && left >= 0 && left > time.Until(dl)
+}
+
 // errCannotFit is a wait stopped because the heal's own estimate of the
 // time it needs is more than the call has left.
 var errCannotFit = errors.New("the heal cannot end within the call's budget")
@@ -257,19 +273,21 @@ func waitCommand(r healjob.Record) string {
 
 // WaitHeals is `guard heal --wait`'s wait: it follows every detached heal
 // running for names (all of them when none), with its messages and
-// progress and no call's budget, until each ends. A heal that failed is
-// an error; a signal ends the wait (the heals go on), and so does a heal
-// that is stopped or stuck (a *healingError: exit 75).
-func (e *Engine) WaitHeals(ctx context.Context, names []string) error {
+// progress and no call's budget, until each ends, and says how many it
+// followed. A heal that failed is an error; a signal ends the wait (the
+// heals go on), and so does a heal that is stopped or stuck (a
+// *healingError: exit 75).
+func (e *Engine) WaitHeals(ctx context.Context, names []string) (followed int, err error) {
 	var failed []string
 	for _, s := range healjob.List(e.c.StateDir) {
 		if !s.Alive || !wanted(s.Names, names) {
 			continue
 		}
 		e.Say("waiting for %s (pid %d, %s)", s.What, s.PID, s.Where())
+		followed++
 		end, err := e.follow(ctx, s.Record)
 		if err != nil {
-			return err
+			return followed, err
 		}
 		switch {
 		case end.Result == "ok":
@@ -281,9 +299,9 @@ func (e *Engine) WaitHeals(ctx context.Context, names []string) error {
 		}
 	}
 	if len(failed) > 0 {
-		return errors.New(strings.Join(failed, "\n"))
+		return followed, errors.New(strings.Join(failed, "\n"))
 	}
-	return nil
+	return followed, nil
 }
 
 // wanted reports whether a job healing have is one of names (all when

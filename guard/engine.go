@@ -40,6 +40,10 @@ type Engine struct {
 // binaryHealer brings back a tool's executable: builds.Builder.
 type binaryHealer interface {
 	Build(ctx context.Context, tool string, rec *manifest.Build, target string) error
+	// RestoreNow brings rec's build back from a matching entry of the
+	// stash in this process, when that is all it takes; false: heal the
+	// usual way (Build).
+	RestoreNow(ctx context.Context, tool string, rec *manifest.Build, target string) bool
 	InstallPackages(ctx context.Context, tool string, pkgs []string) error
 }
 
@@ -47,6 +51,7 @@ type binaryHealer interface {
 func New(c *Config) *Engine {
 	log := heallog.New(c.LogPath, c.Stderr)
 	log.Fallback = c.LogFallback
+	log.Install = installMark(c.StateDir)
 	e := &Engine{c: c, log: log, exec: runner.Exec, run: runner.Run}
 	e.binaries = e.builder()
 	e.jobs = spawner{c}
@@ -65,6 +70,23 @@ func (e *Engine) Close() {
 // LogPath is the heal log events go to: the configured one, or the per-user
 // fallback when the shared default belongs to another user.
 func (e *Engine) LogPath() string { return heallog.Where(e.c.LogPath, e.c.LogFallback) }
+
+// Install is the mark this install's heal events carry (heallog.Log's
+// Install): its state folder, absolute. guard status shows the events
+// with this mark.
+func (e *Engine) Install() string { return e.log.Install }
+
+// installMark is the state folder made absolute: what tells one install
+// from another in the shared heal log.
+func installMark(stateDir string) string {
+	if stateDir == "" {
+		return "" // no state folder: nothing to tell this install by
+	}
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		return abs
+	}
+	return stateDir
+}
 
 // Event logs one heal event; the log file is opened on the first one.
 func (e *Engine) Event(ev heallog.Event) { e.log.Write(ev) }

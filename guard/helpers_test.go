@@ -143,6 +143,11 @@ func (f bedBinaries) Build(ctx context.Context, tool string, rec *manifest.Build
 	return f.b.build(ctx, tool, rec, target)
 }
 
+// RestoreNow has no stash in the bed: a heal builds.
+func (f bedBinaries) RestoreNow(ctx context.Context, tool string, rec *manifest.Build, target string) bool {
+	return false
+}
+
 func (f bedBinaries) InstallPackages(ctx context.Context, tool string, pkgs []string) error {
 	if f.b.apt == nil {
 		f.b.t.Fatalf("unexpected install of %v", pkgs)

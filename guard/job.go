@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,18 +13,20 @@ import (
 	"github.com/sandbox-guard/guard/guard/progress"
 )
 
-// RunJob is `guard heal --job SPEC`: the detached heal itself. It adopts
+// RunJob is `guard heal --job SPEC [--for CALLER]`: the detached heal
+// itself, CALLER the tool whose call started it (its events name it). It adopts
 // the job's lock (fd 3, from the call that started it), heals in this
 // process under its own limit, its progress going to the job's record, and
 // writes the result. ok false with a nil error is a failure written to
 // the record and not to be printed: the call waiting for the heal copies
 // its stderr and prints the record's message as its own last line, so the
 // line would show twice.
-func (e *Engine) RunJob(ctx context.Context, arg string) (ok bool, err error) {
+func (e *Engine) RunJob(ctx context.Context, arg, caller string) (ok bool, err error) {
 	spec, err := parseJobSpec(arg)
 	if err != nil {
 		return false, err
 	}
+	spec.caller = caller
 	rec, err := e.jobRecord(spec)
 	if err != nil {
 		return false, err
@@ -40,6 +43,9 @@ func (e *Engine) RunJob(ctx context.Context, arg string) (ok bool, err error) {
 		return false, err
 	}
 	progress.Observe(j.Progress)
+	// Its events say that a call started it and left it running, and name
+	// that call's tool (the spec's caller), not "guard heal".
+	e.log.Detached = true
 	err = e.healHere(ctx, spec)
 	if !finishJob(j, err) {
 		return false, err
@@ -56,7 +62,7 @@ func (e *Engine) healHere(ctx context.Context, spec jobSpec) error {
 			return fmt.Errorf("no model %s in the manifest", filepath.Base(spec.name))
 		}
 		return underSignals(ctx, func(ctx context.Context) error {
-			return e.Models().Ensure(ctx, "guard heal", m, spec.name, false)
+			return e.Models().Ensure(ctx, cmp.Or(spec.caller, "guard heal"), m, spec.name, false)
 		})
 	}
 	tool := e.c.M.Tool(spec.name)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/guard/runner"
 	"github.com/sandbox-guard/guard/guard/speed"
 	"github.com/sandbox-guard/guard/guard/state"
@@ -131,10 +132,12 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 // not healthy): within ctx, or not at all when its fallback model is
 // healthy (answerNow): the fallback answers now, in the budget the wait
 // would have spent, and the download goes on in the background for the
-// next calls.
+// next calls. A model that is here and only waits for its first hash is
+// not skipped so: the hash is part of the call when it fits what is left
+// of the budget (docs/llama-calls.md).
 func (e *Engine) modelWait(ctx context.Context, tool *manifest.Tool, path string) (context.Context, bool) {
 	fb := e.modelInfo(path).FallbackPath
-	if fb == "" || !e.healthyNow(tool, fb) {
+	if fb == "" || !e.healthyNow(tool, fb) || e.hashFits(ctx, path) {
 		return ctx, false
 	}
 	now, cancel := context.WithDeadline(ctx, time.Now())
@@ -506,6 +509,24 @@ func absPath(p string) string {
 // healthyNow reports whether tool's executable and, when model is set,
 // that manifest model file can be used as they are: what a call may still
 // run while a heal it needs goes on.
+// hashRate is the rate a call counts on to hash a model it has not
+// verified yet: a quarter of the 1 GiB/s one core hashes sha256 at on the
+// machines measured (docs/BENCHMARKS.md), for a loaded machine.
+const hashRate = 256 << 20 // bytes per second
+
+// hashFits reports whether the model at path is here and whole and only
+// waits for its first hash (pinned, no stamp yet: verify.Stale), and that
+// hash at hashRate fits in what is left of ctx.
+func (e *Engine) hashFits(ctx context.Context, path string) bool {
+	m := e.c.M.ModelByFile(path)
+	if m == nil || e.Models().Usable(m, path) != verify.Stale {
+		return false
+	}
+	need := time.Duration(float64(m.Size) / hashRate * float64(time.Second))
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) > need
+}
+
 func (e *Engine) healthyNow(tool *manifest.Tool, model string) bool {
 	if !e.ToolHealth(tool).OK() {
 		return false

@@ -82,7 +82,7 @@ func (e *Engine) ensureModelWaiting(ctx context.Context, tool, path string, forc
 	if wait != nil {
 		ctx = wait(ctx)
 	}
-	err := e.healDetached(ctx, tool, jobSpec{"model", path}, func(ctx context.Context) error {
+	err := e.healDetached(ctx, tool, jobSpec{kind: "model", name: path, caller: tool}, func(ctx context.Context) error {
 		return underSignals(ctx, func(ctx context.Context) error {
 			return e.Models().Ensure(ctx, tool, m, path, force)
 		})

@@ -47,14 +47,6 @@ func (e *Engine) HealTool(ctx context.Context, tool *manifest.Tool) (string, err
 	return e.healTool(ctx, tool, e.checkTool(tool), false)
 }
 
-// target resolves the real executable behind tool for a call and heals it
-// when it is missing or broken: a build recipe rebuilds it, a Debian
-// package reinstalls it, in a detached heal the call waits for. A tool
-// that cannot be brought back is a *healError.
-func (e *Engine) target(ctx context.Context, tool *manifest.Tool) (string, error) {
-	return e.healTool(ctx, tool, e.checkTool(tool), true)
-}
-
 // checkTool is ToolHealth with its debug line.
 func (e *Engine) checkTool(tool *manifest.Tool) ToolHealth {
 	h := e.ToolHealth(tool)
@@ -64,8 +56,11 @@ func (e *Engine) checkTool(tool *manifest.Tool) ToolHealth {
 	return h
 }
 
-// healTool is target after the first look, h, at the tool; with detach
-// the heal runs detached (healDetached), else in this process.
+// healTool resolves the real executable behind tool, given a first look,
+// h, at it, and heals it when it is missing or broken: a build recipe
+// rebuilds it, a Debian package reinstalls it. With detach the heal runs
+// detached (healDetached) and the call waits for it, else in this process.
+// A tool that cannot be brought back is a *healError.
 func (e *Engine) healTool(ctx context.Context, tool *manifest.Tool, h ToolHealth, detach bool) (string, error) {
 	if h.OK() {
 		return h.Path, nil
@@ -130,6 +125,11 @@ func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error,
 		if tool.Path == "" {
 			return fmt.Errorf("%v\n[tools.%s] needs a path for build %q to produce", why, tool.Name, tool.Build)
 		}
+		// A call restores from the stash in its own process: no detached
+		// heal to start at low priority and follow (docs/stash.md).
+		if detach && e.binaries.RestoreNow(ctx, tool.Name, rec, tool.Path) {
+			return nil
+		}
 		return e.healHow(ctx, tool, detach, func(ctx context.Context) error {
 			return e.binaries.Build(ctx, tool.Name, rec, tool.Path)
 		})
@@ -146,7 +146,7 @@ func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error,
 func (e *Engine) healHow(ctx context.Context, tool *manifest.Tool, detach bool, heal func(context.Context) error) error {
 	here := func(ctx context.Context) error { return underSignals(ctx, heal) }
 	if detach {
-		return e.healDetached(ctx, tool.Name, jobSpec{"tool", tool.Name}, here)
+		return e.healDetached(ctx, tool.Name, jobSpec{kind: "tool", name: tool.Name, caller: tool.Name}, here)
 	}
 	return here(ctx)
 }

@@ -26,7 +26,8 @@ var fixtureSteps = [][]string{
 // heal, which adds guard's start-up, the build lock, the build log, the
 // interrupted-build marker, the health check of the result and the save to
 // the stash (emptied before each sample, so that the row builds), and
-// side by side guard heal restoring the same eviction from the stash.
+// side by side guard heal restoring the same eviction from the stash, and
+// a call of the tool doing the same.
 func rebuildTable() *Table {
 	var script []string
 	for _, step := range fixtureSteps {
@@ -59,6 +60,14 @@ func rebuildTable() *Table {
 				Setup:  guardInstalled,
 				Before: stashedThenEvicted,
 				Argv:   []string{"$SHIM_DIR/guard", "heal", "llama-completion"},
+			},
+			{
+				// The call itself after the eviction: it restores in its
+				// own process (docs/stash.md), then runs the tool.
+				Name:   "call-stash-restore",
+				Setup:  guardInstalled,
+				Before: stashedThenEvicted,
+				Argv:   []string{"$SHIM_DIR/llama-completion", "hello"},
 			},
 		},
 		Note: stashNote,

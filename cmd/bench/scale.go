@@ -249,7 +249,10 @@ func fillCache(dir string, n int) error {
 func logWorld(size int64, status bool) func(*Sandbox, *Row) error {
 	return func(s *Sandbox, r *Row) error {
 		log := filepath.Join(s.Dir, "logs", sizeName(size)+".log")
-		if err := s.Once("log "+log, func() error { return writeHealLog(log, size) }); err != nil {
+		// The events are the tools-1 world's own (their install mark its
+		// state folder): guard status shows an install's events only.
+		install := filepath.Join(s.Dir, "scale", "tools-1", "state")
+		if err := s.Once("log "+log, func() error { return writeHealLog(log, size, install) }); err != nil {
 			return err
 		}
 		if err := toolsWorld(1, log)(s, r); err != nil {
@@ -276,8 +279,8 @@ func logWorld(size int64, status bool) func(*Sandbox, *Row) error {
 
 // writeHealLog writes a heal log of size bytes of events as guard writes
 // them, oldest first, and for a log past guard's rotation (5 MiB) a full
-// .1 of as many bytes before it.
-func writeHealLog(path string, size int64) error {
+// .1 of as many bytes before it, each event marked with install.
+func writeHealLog(path string, size int64, install string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -291,7 +294,7 @@ func writeHealLog(path string, size int64) error {
 		var b strings.Builder
 		for {
 			ts := start.Add(time.Duration(i) * time.Second).Format(time.RFC3339Nano)
-			line := fmt.Sprintf(`{"ts":%q,"level":"info","event":"binary.rebuild","tool":"llama-completion","target":"/root/llama.cpp/build/bin/llama-completion","duration_ms":%d,"result":"ok"}`+"\n", ts, 1000+i%900)
+			line := fmt.Sprintf(`{"ts":%q,"level":"info","event":"binary.rebuild","install":%q,"tool":"llama-completion","target":"/root/llama.cpp/build/bin/llama-completion","duration_ms":%d,"result":"ok"}`+"\n", ts, install, 1000+i%900)
 			if int64(b.Len()+len(line)) > size && b.Len() > 0 {
 				break
 			}

@@ -315,14 +315,15 @@ var healCommand = &cli.Command{
 		&cli.BoolFlag{Name: "dry-run", Usage: "say what a heal would do and what it costs (downloads, builds), and do nothing"},
 		&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object (schema in docs/status-json.md)"},
 		&cli.BoolFlag{Name: "background", Usage: "detach, heal at low CPU and IO priority, and return at once"},
-		&cli.BoolFlag{Name: "wait", Usage: "wait for the heals calls left running in the background (all, or the named ones), with progress and no call's budget, then heal what is still broken"},
+		&cli.BoolFlag{Name: "wait", Usage: "with NAME: wait for the heal a call left running in the background for NAME, with progress and no call's budget, then heal NAME if still broken; alone: wait for every heal in progress and heal nothing"},
 		&cli.BoolFlag{Name: "prewarm", Hidden: true, Usage: "with --background: at most once per 10 minutes (the PATH block's prewarm hook)"},
 		&cli.StringFlag{Name: "job", Hidden: true, Usage: "the detached heal a call starts: tool:NAME or model:PATH, its job's lock on fd 3"},
+		&cli.StringFlag{Name: "for", Hidden: true, Usage: "with --job: the tool whose call started the heal, which its heal events name"},
 	},
 	BashComplete: completeNames,
 	Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
 		if spec := ctx.String("job"); spec != "" {
-			ok, err := e.RunJob(ctx.Context, spec)
+			ok, err := e.RunJob(ctx.Context, spec, ctx.String("for"))
 			switch {
 			case err != nil:
 				return cli.Exit(err.Error(), 1)
@@ -335,13 +336,26 @@ var healCommand = &cli.Command{
 			return commands.HealBackground(e, ctx.Args().Slice(), ctx.Bool("prewarm"))
 		}
 		if ctx.Bool("wait") {
-			if err := e.WaitHeals(ctx.Context, ctx.Args().Slice()); err != nil {
+			followed, err := e.WaitHeals(ctx.Context, ctx.Args().Slice())
+			if err != nil {
 				// A signal, or a heal that is stopped or stuck (75): healing
 				// in the foreground would wait on the same locks.
 				if code := guard.ExitStatus(err); code > 128 || code == guard.StatusHealing {
 					return cli.Exit(err.Error(), code)
 				}
 				e.Say("%v", err)
+			}
+			if ctx.NArg() == 0 {
+				// With no name it waits and does nothing more: the heals
+				// in progress, not a heal of everything in the manifest
+				// (docs/healing-in-the-background.md).
+				switch {
+				case err != nil:
+					return cli.Exit("", 1)
+				case followed == 0:
+					e.Say("no heal is running in the background; nothing to wait for")
+				}
+				return nil
 			}
 		}
 		o := commands.HealOptions{Names: ctx.Args().Slice(), DryRun: ctx.Bool("dry-run"), JSON: ctx.Bool("json")}

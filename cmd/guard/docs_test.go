@@ -378,7 +378,7 @@ func TestContributingIsTrue(t *testing.T) {
 		}
 	}
 	bench := readText(t, filepath.Join(root, "cmd", "bench", "main.go"))
-	for _, m := range regexp.MustCompile("go run \\./cmd/bench (\\w+)").FindAllStringSubmatch(doc, -1) {
+	for _, m := range regexp.MustCompile(`go run \./cmd/bench (\w+)`).FindAllStringSubmatch(doc, -1) {
 		if !regexp.MustCompile(`(?m)^  ` + m[1] + ` `).MatchString(bench) {
 			t.Errorf("docs/contributing.md runs go run ./cmd/bench %s, which is not a cmd/bench command", m[1])
 		}
@@ -386,8 +386,20 @@ func TestContributingIsTrue(t *testing.T) {
 
 	const command = "go test -race ./..."
 	ci := readText(t, filepath.Join(root, ".ci", "run"))
-	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(command) + `$`).MatchString(ci) {
+	// The command as the README gives it, its output possibly piped on
+	// (.ci/run keeps it to name the slowest packages; pipefail is set).
+	if !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(command)+`( 2>&1 \| tee "\$out")?$`).MatchString(ci) || !strings.Contains(ci, "set -euo pipefail") {
 		t.Errorf(".ci/run does not run %q", command)
+	}
+	// The checks beside the tests (docs/contributing.md, CI): go vet, and
+	// staticcheck installed at a pinned version, each finding failing the run.
+	if !regexp.MustCompile(`(?m)^go vet \./\.\.\.$`).MatchString(ci) {
+		t.Error(".ci/run does not run go vet ./...")
+	}
+	if !regexp.MustCompile(`(?m)^staticcheck_version=v\d+\.\d+\.\d+$`).MatchString(ci) ||
+		!strings.Contains(ci, `go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"`) ||
+		!regexp.MustCompile(`(?m)^"\$gobin/staticcheck" \./\.\.\.$`).MatchString(ci) {
+		t.Error(".ci/run does not install staticcheck at a pinned version and run it on ./...")
 	}
 	for _, page := range []string{"README.md", "docs/contributing.md"} {
 		if !strings.Contains(readText(t, filepath.Join(root, page)), "\n"+command+"     # the tests") {

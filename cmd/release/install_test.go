@@ -119,6 +119,7 @@ func (s *sandbox) untouched() {
 // and once ~/.shim/guard is gone the next login shell fetches the release
 // archive again, verifies it and restores guard with no Go.
 func TestInstallFromRelease(t *testing.T) {
+	t.Parallel() // each in its own sandbox: together they take the longest one's time, not the sum (docs/contributing.md)
 	if _, err := exec.LookPath("npx"); err != nil {
 		t.Skip("no npx (npm is in the README's package list)")
 	}
@@ -169,6 +170,7 @@ var npmVersion = regexp.MustCompile(`^\d+\.\d+\.\d+\n$`)
 // TestInstallFromAnArchive: offline, install.sh --archive FILE checks it
 // against the checksums.txt beside it and installs it.
 func TestInstallFromAnArchive(t *testing.T) {
+	t.Parallel() // each in its own sandbox: together they take the longest one's time, not the sum (docs/contributing.md)
 	dist := makeDist(t)
 	s := newSandbox(t)
 	path := filepath.Join(dist, ArchiveName(testVersion, runtime.GOARCH))
@@ -188,6 +190,7 @@ func TestInstallFromAnArchive(t *testing.T) {
 // from a folder whose name holds a space is fetched again, whole, when
 // guard's copy is evicted (restore.sh used to split its URL at the space).
 func TestRestoreFromAnArchiveInAFolderWithASpace(t *testing.T) {
+	t.Parallel() // each in its own sandbox: together they take the longest one's time, not the sum (docs/contributing.md)
 	dist := filepath.Join(t.TempDir(), "release files")
 	if err := os.Rename(makeDist(t), dist); err != nil {
 		t.Fatal(err)
@@ -211,6 +214,7 @@ func TestRestoreFromAnArchiveInAFolderWithASpace(t *testing.T) {
 // for, and no network each stop install.sh with a clear line and exit 1
 // before anything is unpacked, run or written.
 func TestInstallRefuses(t *testing.T) {
+	t.Parallel() // each in its own sandbox: together they take the longest one's time, not the sum (docs/contributing.md)
 	dist := makeDist(t)
 	name := filepath.Join(dist, ArchiveName(testVersion, runtime.GOARCH))
 	data, err := os.ReadFile(name)
@@ -225,6 +229,12 @@ func TestInstallRefuses(t *testing.T) {
 	defer srv.Close()
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close() // a port nothing listens on: no network
+	// A server that fails for a while: curl retries (a 503 is a transient
+	// error to it) and says so on every retry; install.sh says it once.
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	}))
+	defer busy.Close()
 
 	for _, c := range []struct {
 		name, want string
@@ -234,6 +244,7 @@ func TestInstallRefuses(t *testing.T) {
 		{"tampered over http", "but checksums.txt says", []string{"--from", srv.URL}, ""},
 		{"tampered file", "but checksums.txt says", []string{"--archive", name}, ""},
 		{"no network", "could not download " + gone.URL + "/checksums.txt", []string{"--from", gone.URL}, ""},
+		{"a server that keeps failing", "could not download " + busy.URL + "/checksums.txt (", []string{"--from", busy.URL}, ""},
 		{"a machine with no release", "built for linux amd64 and arm64, not riscv64", []string{"--from", srv.URL}, "riscv64"},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
@@ -249,6 +260,13 @@ func TestInstallRefuses(t *testing.T) {
 			if code != 1 || !strings.Contains(out, c.want) || !strings.Contains(out, "nothing was installed") {
 				t.Errorf("install.sh %v exited %d, want 1 and %q:\n%s", c.args, code, c.want, out)
 			}
+			// What install.sh says is its own lines, the cause inside its
+			// one line: not curl's retries and error before it.
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				if !strings.HasPrefix(line, "install.sh: ") {
+					t.Errorf("install.sh %v printed a line not its own: %q", c.args, line)
+				}
+			}
 			s.untouched()
 		})
 	}
@@ -258,6 +276,7 @@ func TestInstallRefuses(t *testing.T) {
 // folder, guard records the version's own URL, which keeps naming the
 // same archive after a newer release.
 func TestInstallFromLatest(t *testing.T) {
+	t.Parallel() // each in its own sandbox: together they take the longest one's time, not the sum (docs/contributing.md)
 	dist := makeDist(t)
 	mux := http.NewServeMux()
 	mux.Handle("/releases/latest/download/", http.StripPrefix("/releases/latest/download/", http.FileServer(http.Dir(dist))))

@@ -32,6 +32,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/guard/state"
+	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -295,9 +296,9 @@ func (b *Builder) startRun(tool, name string, rec *manifest.Build, target, marke
 		if err != nil {
 			fmt.Fprintf(logf, "== guard: scrubbing the interrupted build: %v\n", err)
 		}
-		reason := fmt.Sprintf("interrupted build: removed %d outputs it cut short", len(removed))
-		fmt.Fprintf(b.stderr(), "guard: the last build of %s was interrupted (%s, marker %s); removed %d outputs it cut short, kept everything whole\n",
-			name, fi.ModTime().Format(time.DateTime), marker, len(removed))
+		reason := fmt.Sprintf("interrupted build: removed %s it cut short", units.Count(len(removed), "output", "outputs"))
+		fmt.Fprintf(b.stderr(), "guard: the last build of %s was interrupted (%s, marker %s); removed %s it cut short, kept everything whole\n",
+			name, fi.ModTime().Format(time.DateTime), marker, units.Count(len(removed), "output", "outputs"))
 		b.event(heallog.Event{Level: "warn", Event: "binary.rebuild", Tool: tool, Target: target, Reason: reason, Result: "cleaned"})
 	}
 	if target != "" {

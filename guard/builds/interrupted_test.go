@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/guardtest"
+	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -336,7 +337,7 @@ func TestScrubTouchesOnlyOutputs(t *testing.T) {
 					t.Errorf("the build log does not name the removal of %s:\n%s", p, log)
 				}
 			}
-			want := fmt.Sprintf("interrupted build: removed %d outputs it cut short", len(tt.built))
+			want := "interrupted build: removed " + units.Count(len(tt.built), "output", "outputs") + " it cut short"
 			if evs := evs.Named("binary.rebuild"); len(evs) == 0 || evs[0].Reason != want {
 				t.Errorf("binary.rebuild events %+v, want one saying %q", evs, want)
 			}

@@ -240,7 +240,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		t.Fatalf("resumed build: %v\n%s", err, stderr.String())
 	}
 	checkCompiledOnce(t, compiles(t, count), unitName(3))
-	if !strings.Contains(stderr.String(), "was interrupted") || !strings.Contains(stderr.String(), "removed 1 outputs it cut short") {
+	if !strings.Contains(stderr.String(), "was interrupted") || !strings.Contains(stderr.String(), "removed 1 output it cut short") {
 		t.Errorf("stderr does not say the scrub:\n%s", stderr.String())
 	}
 	log, _ := os.ReadFile(b.LogPath("many"))
@@ -253,7 +253,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	if _, err := os.Stat(compilerID[0]); err != nil {
 		t.Errorf("CMake's %s was removed: %v", compilerID[0], err)
 	}
-	if ev := evs.Named("binary.rebuild"); len(ev) == 0 || ev[0].Reason != "interrupted build: removed 1 outputs it cut short" {
+	if ev := evs.Named("binary.rebuild"); len(ev) == 0 || ev[0].Reason != "interrupted build: removed 1 output it cut short" {
 		t.Errorf("binary.rebuild events %+v", ev)
 	}
 	if _, err := os.Stat(b.MarkerPath("many")); !errors.Is(err, os.ErrNotExist) {

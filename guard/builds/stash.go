@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/stash"
+	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -39,6 +41,44 @@ func (b *Builder) restore(ctx context.Context, tool, name string, rec *manifest.
 	}
 	start := time.Now()
 	key, err := b.StashKey(ctx, rec)
+	return key, b.restoreKeyed(ctx, tool, name, rec, target, key, err, start)
+}
+
+// RestoreNow is a call's fast path for an evicted build (docs/stash.md):
+// in the call's own process, with no detached heal to start and follow,
+// it restores rec's build from an entry the stash itself holds for the
+// key of now, and reports whether target is healthy after it. It does
+// nothing and says nothing (false) when the build lock is held (a build
+// or a restore runs: the caller follows it), when no entry of the stash
+// matches, or when the recipe has no stash: the heal then takes its usual
+// way, a detached Build, which also looks at the stash_from sources.
+func (b *Builder) RestoreNow(ctx context.Context, tool string, rec *manifest.Build, target string) bool {
+	if b.Stash == nil || rec == nil || target == "" || rec.Dir == "" || len(rec.Steps) == 0 || b.StateDir == "" {
+		return false
+	}
+	name := safeName(rec.Name)
+	held, ok, err := lock.Try(b.layout().Lock("build-" + name))
+	if err != nil || !ok {
+		return false
+	}
+	defer held.Release()
+	if CheckBinary(target, b.StampDir(), b.libraryPath()).OK {
+		return true // healed by another process in the meantime
+	}
+	if _, err := os.Stat(rec.Dir); err != nil || !b.Stash.Has(rec.Name, stash.Key{}) {
+		return false // no sources, or no entry of the recipe at all: no key to compute
+	}
+	start := time.Now()
+	key, err := b.StashKey(ctx, rec)
+	if err != nil || !b.Stash.Has(rec.Name, key) {
+		return false
+	}
+	return b.restoreKeyed(ctx, tool, name, rec, target, key, nil, start)
+}
+
+// restoreKeyed is restore once the key (or the error computing it) is
+// known; start is when the restore began, for its time.
+func (b *Builder) restoreKeyed(ctx context.Context, tool, name string, rec *manifest.Build, target string, key stash.Key, err error, start time.Time) bool {
 	var got stash.Restored
 	if err == nil {
 		got, err = b.Stash.Restore(ctx, rec.Name, key, rec.Dir, rec.Outputs, rec.StashFrom)
@@ -52,8 +92,8 @@ func (b *Builder) restore(ctx context.Context, tool, name string, rec *manifest.
 	switch {
 	case err == nil:
 		ev.Reason = "from " + got.From
-		fmt.Fprintf(b.stderr(), "guard: restored %s from %s in %s (%d files, a %d KB entry); no build needed\n",
-			name, got.From, time.Since(start).Round(10*time.Millisecond), got.Files, (got.Bytes+999)/1000)
+		fmt.Fprintf(b.stderr(), "guard: restored %s from %s in %s (%s, a %s entry); no build needed\n",
+			name, got.From, time.Since(start).Round(10*time.Millisecond), units.Count(got.Files, "file", "files"), units.Bytes(got.Bytes))
 	case errors.Is(err, stash.ErrNoEntry):
 		ev.Result, ev.Reason = "miss", "no entry matches"
 		fmt.Fprintf(b.stderr(), "guard: no stash entry of %s matches its sources, steps, compilers and CPU; building\n", name)
@@ -62,7 +102,7 @@ func (b *Builder) restore(ctx context.Context, tool, name string, rec *manifest.
 		fmt.Fprintf(b.stderr(), "guard: cannot restore %s from the stash (%s); building\n", name, oneLine(err))
 	}
 	b.event(ev)
-	return key, err == nil
+	return err == nil
 }
 
 // stashBuild keeps what a good build of rec made: the binaries of the

@@ -23,6 +23,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/guard/openclaw"
 	"github.com/sandbox-guard/guard/guard/resolve"
+	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -323,7 +324,7 @@ func ManifestCheck(out io.Writer, file, home string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s: ok (%d tools, %d models, %d builds)\n", m.Source, len(m.Tools), len(m.Models), len(m.Builds))
+	fmt.Fprintf(out, "%s: ok (%s, %s, %s)\n", m.Source, units.Count(len(m.Tools), "tool", "tools"), units.Count(len(m.Models), "model", "models"), units.Count(len(m.Builds), "build", "builds"))
 	return nil
 }
 
@@ -417,7 +418,7 @@ func CacheClear(e *guard.Engine, out io.Writer) error {
 	if err := store.Clear(); err != nil {
 		return cacheError("clear", store.Dir, err)
 	}
-	fmt.Fprintf(out, "removed %d cached answers (%d bytes)\n", st.Entries, st.Bytes)
+	fmt.Fprintf(out, "removed %s (%s)\n", units.Count(st.Entries, "cached answer", "cached answers"), units.Bytes(st.Bytes))
 	return nil
 }
 

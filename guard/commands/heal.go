@@ -17,6 +17,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/models/fetch"
 	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/guard/state"
+	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -337,11 +338,12 @@ func Pin(ctx context.Context, e *guard.Engine, out io.Writer, force, remote bool
 		if remote {
 			sum, from, err = pinRemote(ctx, e, m, force)
 		} else {
-			sum, err = pinLocal(e, out, m, force)
+			sum, err = pinLocal(ctx, e, out, m, force)
 		}
 		var pm *models.PinMismatchError
+		var dm *DeclaredMismatchError
 		switch {
-		case errors.As(err, &pm), remote && err != nil:
+		case errors.As(err, &pm), errors.As(err, &dm), remote && err != nil:
 			mismatches = append(mismatches, err)
 			continue
 		case err != nil:
@@ -375,7 +377,7 @@ func Pin(ctx context.Context, e *guard.Engine, out io.Writer, force, remote bool
 		if err := state.WriteAtomic(c.ManifestPath, data, 0o644); err != nil {
 			return fmt.Errorf("write manifest: %w", err)
 		}
-		fmt.Fprintf(out, "pinned %d models in %s\n", pinned, c.ManifestPath)
+		fmt.Fprintf(out, "pinned %s in %s\n", units.Count(pinned, "model", "models"), c.ManifestPath)
 	}
 	return unpinned(mismatches)
 }
@@ -396,8 +398,12 @@ func unpinned(errs []error) error {
 }
 
 // pinLocal hashes the model file on disk: the sum to pin, or "" when the
-// file cannot be pinned (said on out).
-func pinLocal(e *guard.Engine, out io.Writer, m *manifest.Model, force bool) (string, error) {
+// file cannot be pinned (said on out). A file that was never checked
+// against anything (unverified: no pin, no declared sum when it came) is
+// compared with what its sources declare first: one that declares another
+// sha256 refuses the pin (a *DeclaredMismatchError) unless force, and
+// with none declaring it the pin says it trusts the file as it is.
+func pinLocal(ctx context.Context, e *guard.Engine, out io.Writer, m *manifest.Model, force bool) (string, error) {
 	path := e.Config().M.ModelsPath(m.File)
 	st := e.Models().Check(m, path)
 	// OK without a pin is a file checked against a declared sum: it still
@@ -414,7 +420,39 @@ func pinLocal(e *guard.Engine, out io.Writer, m *manifest.Model, force bool) (st
 	if err != nil && !errors.As(err, &pm) {
 		return "", fmt.Errorf("hash %s: %w", path, err)
 	}
+	if err == nil && st == verify.Unverified && m.SHA256 == "" {
+		return sum, checkDeclared(ctx, e, out, m, sum, force)
+	}
 	return sum, err
+}
+
+// checkDeclared compares sum, the sha256 of an unverified model file, with
+// what m's sources declare (a HEAD each, nothing downloaded).
+func checkDeclared(ctx context.Context, e *guard.Engine, out io.Writer, m *manifest.Model, sum string, force bool) error {
+	d, err := e.Models().Declared(ctx, m)
+	switch {
+	case err == nil && d.SHA256 == sum:
+		fmt.Fprintf(out, "%s: unverified until now: its sha256 matches what %s declares\n", m.File, d.URL)
+	case err == nil && !force:
+		return &DeclaredMismatchError{File: m.File, URL: d.URL, Declared: d.SHA256, Got: sum}
+	case err == nil:
+		fmt.Fprintf(out, "%s: unverified, and %s declares another sha256 (%s): pinned as the file is (--force)\n", m.File, d.URL, d.SHA256)
+	default:
+		fmt.Fprintf(out, "%s: unverified: no source declares its sha256, so the pin trusts the file as it is on disk; check the sum against the model's publisher\n", m.File)
+	}
+	return nil
+}
+
+// DeclaredMismatchError is an unverified model file whose sha256 is not
+// the one a source of the model declares: `guard manifest pin` does not
+// pin it.
+type DeclaredMismatchError struct {
+	File, URL, Declared, Got string
+}
+
+func (e *DeclaredMismatchError) Error() string {
+	return fmt.Sprintf("%s: the file's sha256 is %s, but %s declares %s (X-Linked-Etag): the file on disk was never verified and is not the one its source names; not pinned. `guard manifest pin --remote` pins the declared sum (then `guard heal %s` brings that file), or `guard manifest pin --force` pins the file as it is",
+		e.File, e.Got, e.URL, e.Declared, e.File)
 }
 
 // pinRemote asks the model's urls what sha256 they declare. A pin the

@@ -31,6 +31,7 @@ type Report struct {
 	OpenClaw     openclaw.Status  `json:"openclaw"`
 	LogPath      string           `json:"log"`
 	Events       []heallog.Record `json:"events"`
+	OtherEvents  int              `json:"other_installs_events"` // events of other installs (or unmarked) read past and left out of events
 }
 
 // Problem is one thing that keeps the report from being healthy, and the
@@ -144,11 +145,14 @@ type HealingState struct {
 	Started time.Time `json:"started"`
 	Percent float64   `json:"percent"`
 	LeftMS  int64     `json:"left_ms"`
-	Phase   string    `json:"phase,omitempty"`
-	State   string    `json:"state"`   // running, stopped (its process is in state T) or stuck (its record stale past its limit)
-	Updated time.Time `json:"updated"` // when its record was last updated
-	Log     string    `json:"log"`
-	Wait    string    `json:"wait"`
+	// LeftEstimated: LeftMS comes from the heal's own rate so far (a first
+	// build), not from the last build's length.
+	LeftEstimated bool      `json:"left_estimated,omitempty"`
+	Phase         string    `json:"phase,omitempty"`
+	State         string    `json:"state"`   // running, stopped (its process is in state T) or stuck (its record stale past its limit)
+	Updated       time.Time `json:"updated"` // when its record was last updated
+	Log           string    `json:"log"`
+	Wait          string    `json:"wait"`
 }
 
 // The states of a heal in the background (HealingState.State).

@@ -17,6 +17,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/sign"
 	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/guard/state"
+	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -140,7 +141,7 @@ func StashList(e *guard.Engine, out io.Writer, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%.12s\t%d\t%s\t%s\n", printable(en.Recipe), en.Key, en.Size, en.Created.Local().Format(time.DateTime), yesNo(en.Matches))
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "%d entries, %d of %d bytes, in %s\n", len(r.Entries), total, r.MaxBytes, store.Dir)
+	fmt.Fprintf(out, "%s, %s of %s, in %s\n", units.Count(len(r.Entries), "entry", "entries"), units.Bytes(total), units.Bytes(r.MaxBytes), store.Dir)
 	return nil
 }
 
@@ -168,7 +169,7 @@ func StashExport(e *guard.Engine, out io.Writer, dir string) error {
 		return fmt.Errorf("cannot export the stash to %s: %w", abs, err)
 	}
 	fmt.Fprintf(out, "exported %s to %s, signed by %s\nother machines restore from it with stash_from = [%q] in their [builds.NAME]\nand trusted_keys = [%q] in their [stash]\n",
-		fmt.Sprintf("%d %s", n, plural(n, "stash entry", "stash entries")), abs, key.Name, "file://"+abs, key.Public().String())
+		units.Count(n, "stash entry", "stash entries"), abs, key.Name, "file://"+abs, key.Public().String())
 	return nil
 }
 

@@ -35,7 +35,8 @@ func Status(e *guard.Engine, out io.Writer, o StatusOptions) (bool, error) {
 	c := e.Config()
 	r := gather(e)
 	if o.Events > 0 {
-		events, err := heallog.Read(r.LogPath, o.Events, o.Since)
+		events, others, err := heallog.ReadFor(r.LogPath, o.Events, o.Since, e.Install())
+		r.OtherEvents = others
 		if err != nil {
 			// The report is still worth having without its events.
 			e.Say("cannot read the heal log: %v; no events shown", err)
@@ -128,7 +129,7 @@ func healing(c *guard.Config) []HealingState {
 				st = healStuck
 			}
 			out = append(out, HealingState{What: s.What, Names: s.Names, PID: s.PID, Started: s.Start, Percent: s.Percent,
-				LeftMS: s.LeftMS, Phase: s.Phase, State: st, Updated: s.Updated,
+				LeftMS: s.LeftMS, LeftEstimated: s.LeftEstimated, Phase: s.Phase, State: st, Updated: s.Updated,
 				Log: healjob.LogPath(c.StateDir, s.Key), Wait: "guard heal --wait " + strings.Join(s.Names, " ")})
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"fmt"
 	"github.com/sandbox-guard/guard/guard/healjob"
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/units"
 	"io"
 	"path/filepath"
 	"strings"
@@ -199,7 +201,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 	if len(r.Healing) > 0 {
 		section("healing in the background")
 		for _, h := range r.Healing {
-			where := p.paint(yellow, healjob.Record{Percent: h.Percent, LeftMS: h.LeftMS}.Where())
+			where := p.paint(yellow, healjob.Record{Percent: h.Percent, LeftMS: h.LeftMS, LeftEstimated: h.LeftEstimated}.Where())
 			if c := condition(h); c != "" {
 				where += ", " + p.mark(false, c)
 			}
@@ -208,7 +210,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 	}
 
 	section("cache")
-	fmt.Fprintf(tw, "  %d entries, %s, %d hits, %d misses, %.1fs saved\n", r.Cache.Entries, humanBytes(r.Cache.Bytes), r.Cache.Hits, r.Cache.Misses, r.Cache.SavedSeconds)
+	fmt.Fprintf(tw, "  %s, %s, %s, %s, %.1fs saved\n", units.Count(r.Cache.Entries, "entry", "entries"), humanBytes(r.Cache.Bytes), units.Count(r.Cache.Hits, "hit", "hits"), units.Count(r.Cache.Misses, "miss", "misses"), r.Cache.SavedSeconds)
 
 	if p.showEvents {
 		section("heal events (" + p.tilde(r.LogPath) + ")")
@@ -221,7 +223,10 @@ func (p *printer) print(out io.Writer, r *Report) {
 				dur = (time.Duration(e.DurationMS) * time.Millisecond).Round(time.Millisecond).String()
 			}
 			result := p.mark(e.Result == "" || e.Result == "ok", printable(e.Result))
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", when(e.TS), printable(e.Event), printable(e.Tool), p.tildeAll(firstOf(e.Target, e.Reason)), result, dur)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", when(e.TS), printable(e.Event), printable(eventTool(e)), p.tildeAll(firstOf(e.Target, e.Reason)), result, dur)
+		}
+		if r.OtherEvents > 0 {
+			fmt.Fprintf(tw, "  (%s of other installs in this log left out)\n", units.Count(r.OtherEvents, "event", "events"))
 		}
 	}
 	tw.Flush()
@@ -314,7 +319,7 @@ func (p *printer) modelDetail(m ModelState) string {
 		s = humanBytes(m.OnDisk) + " of " + humanBytes(m.Size)
 	}
 	if m.SpeedSamples > 0 {
-		s += fmt.Sprintf("  %g tok/s declared, %.1f measured (%d calls)", m.DeclaredTPS, m.MeasuredTPS, m.SpeedSamples)
+		s += fmt.Sprintf("  %g tok/s declared, %.1f measured (%s)", m.DeclaredTPS, m.MeasuredTPS, units.Count(m.SpeedSamples, "call", "calls"))
 	}
 	if !m.RetryAfter.IsZero() {
 		s += fmt.Sprintf("; last heal failed (%s), retried after %s or by guard heal", p.tildeAll(m.Reason), m.RetryAfter.Local().Format("15:04:05"))
@@ -328,10 +333,8 @@ func libraries(t ToolState) string {
 	switch {
 	case t.Static:
 		return "static"
-	case len(t.Libraries) == 1:
-		return "1 library"
-	case len(t.Libraries) > 1:
-		return fmt.Sprintf("%d libraries", len(t.Libraries))
+	case len(t.Libraries) > 0:
+		return units.Count(len(t.Libraries), "library", "libraries")
 	}
 	return ""
 }
@@ -373,30 +376,24 @@ func stashText(s StashState) string {
 	if s.Entries == 0 {
 		return "stash empty"
 	}
-	n := fmt.Sprintf("%d entries", s.Entries)
-	if s.Entries == 1 {
-		n = "1 entry"
-	}
+	n := units.Count(s.Entries, "entry", "entries")
 	if s.Matches {
 		return "stash " + n + ", " + humanBytes(s.Bytes) + "; one matches now (a heal restores it)"
 	}
 	return "stash " + n + ", " + humanBytes(s.Bytes) + "; none matches now (a heal builds)"
 }
 
-// humanBytes writes n in B, KiB, MiB or GiB with one decimal.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
+// humanBytes writes n in B, KiB, MiB or GiB with one decimal: the one unit
+// family guard speaks in (units.Bytes).
+func humanBytes(n int64) string { return units.Bytes(n) }
+
+// eventTool is an event's tool, and "detached" for a heal a call started
+// and left running.
+func eventTool(e heallog.Record) string {
+	if e.Detached {
+		return e.Tool + " (detached)"
 	}
-	v, suffix := float64(n)/unit, "KiB"
-	for _, s := range []string{"MiB", "GiB", "TiB"} {
-		if v < unit {
-			break
-		}
-		v, suffix = v/unit, s
-	}
-	return fmt.Sprintf("%.1f %s", v, suffix)
+	return e.Tool
 }
 
 func firstOf(a, b string) string {

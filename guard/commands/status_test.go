@@ -109,17 +109,18 @@ type documentedReport struct {
 		SavedSeconds float64 `json:"saved_seconds"`
 	} `json:"cache"`
 	Healing []struct {
-		What    string    `json:"what"`
-		Names   []string  `json:"names"`
-		PID     int       `json:"pid"`
-		Started time.Time `json:"started"`
-		Percent float64   `json:"percent"`
-		LeftMS  int64     `json:"left_ms"`
-		Phase   string    `json:"phase"`
-		State   string    `json:"state"`
-		Updated time.Time `json:"updated"`
-		Log     string    `json:"log"`
-		Wait    string    `json:"wait"`
+		What          string    `json:"what"`
+		Names         []string  `json:"names"`
+		PID           int       `json:"pid"`
+		Started       time.Time `json:"started"`
+		Percent       float64   `json:"percent"`
+		LeftMS        int64     `json:"left_ms"`
+		LeftEstimated bool      `json:"left_estimated"`
+		Phase         string    `json:"phase"`
+		State         string    `json:"state"`
+		Updated       time.Time `json:"updated"`
+		Log           string    `json:"log"`
+		Wait          string    `json:"wait"`
 	} `json:"healing"`
 	OpenClaw struct {
 		Found       bool     `json:"found"`
@@ -143,7 +144,10 @@ type documentedReport struct {
 		Bytes       int64     `json:"bytes"`
 		Attempt     int       `json:"attempt"`
 		Connections int       `json:"connections"`
+		Install     string    `json:"install"`
+		Detached    bool      `json:"detached"`
 	} `json:"events"`
+	OtherEvents int `json:"other_installs_events"`
 }
 
 // TestStatusJSONSchema checks both ways, with every field filled (so no

@@ -14,6 +14,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/shims"
 )
@@ -64,7 +65,7 @@ func Which(e *guard.Engine, out io.Writer, name string) bool {
 		case found == nil && missing == nil:
 			row("binary", "ok", "a script or non-ELF executable")
 		default:
-			row("binary", "ok", fmt.Sprintf("dynamic, %d files loaded", len(found)))
+			row("binary", "ok", "dynamic, "+units.Count(len(found), "file", "files")+" loaded")
 		}
 		for _, f := range found {
 			row("loads", p.tilde(f), "")
@@ -121,7 +122,7 @@ func whichModel(e *guard.Engine, p *printer, tw io.Writer, row func(key, value, 
 func healingRows(c *guard.Config, row func(key, value, detail string), name string) {
 	for _, h := range healing(c) {
 		if slices.Contains(h.Names, name) {
-			where := healjob.Record{Percent: h.Percent, LeftMS: h.LeftMS}.Where()
+			where := healjob.Record{Percent: h.Percent, LeftMS: h.LeftMS, LeftEstimated: h.LeftEstimated}.Where()
 			if c := condition(h); c != "" {
 				where += ", " + c
 			}

@@ -43,10 +43,13 @@ type Record struct {
 	PID   int       `json:"pid"`
 	Start time.Time `json:"start"`
 	// Percent and LeftMS are the heal's own progress: -1 while unknown.
-	Percent float64   `json:"percent"`
-	LeftMS  int64     `json:"left_ms"`
-	Phase   string    `json:"phase,omitempty"`
-	Updated time.Time `json:"updated"`
+	Percent float64 `json:"percent"`
+	LeftMS  int64   `json:"left_ms"`
+	// LeftEstimated: LeftMS comes from the heal's own rate so far (a first
+	// build), not from the last build's length.
+	LeftEstimated bool      `json:"left_estimated,omitempty"`
+	Phase         string    `json:"phase,omitempty"`
+	Updated       time.Time `json:"updated"`
 	// LimitMS is the heal's own limit (the recipe's timeout, else
 	// [budget] heal): 0 when the record does not say.
 	LimitMS int64 `json:"limit_ms,omitempty"`
@@ -84,7 +87,7 @@ func (r Record) Stale(now time.Time) bool {
 
 // Snapshot is where the heal stood at its last update.
 func (r Record) Snapshot() progress.Snapshot {
-	return progress.Snapshot{Percent: r.Percent, Left: r.Left(), Status: r.Phase}
+	return progress.Snapshot{Percent: r.Percent, Left: r.Left(), Status: r.Phase, Estimated: r.LeftEstimated}
 }
 
 // Done reports whether the heal wrote its result.
@@ -98,7 +101,11 @@ func (r Record) Where() string {
 		parts = append(parts, fmt.Sprintf("%.0f%%", r.Percent))
 	}
 	if left := r.Left(); left >= 0 {
-		parts = append(parts, "about "+left.Round(time.Second).String()+" left")
+		s := "about " + left.Round(time.Second).String() + " left"
+		if r.LeftEstimated {
+			s += " (estimated from its rate so far)"
+		}
+		parts = append(parts, s)
 	} else {
 		parts = append(parts, "time left unknown")
 	}
@@ -235,7 +242,7 @@ func (j *Job) Progress(s progress.Snapshot) {
 	if j.rec.Done() {
 		return
 	}
-	j.rec.Percent, j.rec.LeftMS, j.rec.Phase = s.Percent, -1, s.Status
+	j.rec.Percent, j.rec.LeftMS, j.rec.Phase, j.rec.LeftEstimated = s.Percent, -1, s.Status, s.Estimated
 	if s.Left >= 0 {
 		j.rec.LeftMS = s.Left.Milliseconds()
 	}

@@ -53,6 +53,14 @@ type Log struct {
 	// shared default in /tmp that another user created first. The person
 	// is told where the events go once, when Fallback is created.
 	Fallback string
+	// Install marks every event with the install that wrote it (its state
+	// folder): the default log is shared by every HOME and user on the
+	// machine, and guard status shows its own install's events only
+	// (docs/exit-status-and-events.md, "One log, many installs").
+	Install string
+	// Detached marks every event as written by a detached heal (`guard
+	// heal --job`), which a call started and left running.
+	Detached bool
 
 	once   sync.Once
 	mu     sync.Mutex
@@ -99,6 +107,11 @@ func (l *Log) Write(e Event) {
 	if e.Connections != 0 {
 		fields = append(fields, zap.Int("connections", e.Connections))
 	}
+	// Last, so that a line reads as before up to them.
+	if l.Detached {
+		fields = append(fields, zap.Bool("detached", true))
+	}
+	add("install", l.Install)
 	switch e.Level {
 	case "warn":
 		l.logger.Warn(e.Event, fields...)
@@ -216,4 +229,6 @@ type Record struct {
 	Bytes       int64     `json:"bytes,omitempty"`
 	Attempt     int       `json:"attempt,omitempty"`
 	Connections int       `json:"connections,omitempty"`
+	Install     string    `json:"install,omitempty"`  // the state folder of the install that wrote it; "" before guard marked events
+	Detached    bool      `json:"detached,omitempty"` // written by a detached heal a call started
 }

@@ -37,24 +37,44 @@ const (
 // is not a regular file (a FIFO, a device) is an error, found without
 // waiting on it.
 func Read(path string, n int, since time.Time) ([]Record, error) {
+	recs, _, err := ReadFor(path, n, since, "")
+	return recs, err
+}
+
+// ReadFor is Read keeping only the events of install (an Install mark;
+// "" keeps every event): n counts those kept. others is how many events it
+// met and left out, of other installs or unmarked (written before guard
+// marked events, so no install can claim them), among those it read.
+func ReadFor(path string, n int, since time.Time, install string) (recs []Record, others int, err error) {
 	var newestFirst []Record
+	r := reader{n: n, since: since, install: install, out: &newestFirst}
 	for _, p := range []string{path, path + ".1"} {
-		done, err := readFile(p, n, since, &newestFirst)
+		done, err := r.readFile(p)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+			return nil, 0, err
 		}
 		if done {
 			break
 		}
 	}
 	slices.Reverse(newestFirst)
-	return newestFirst, nil
+	return newestFirst, r.others, nil
+}
+
+// reader is one ReadFor: what it keeps, and what it counted out.
+type reader struct {
+	n       int
+	since   time.Time
+	install string
+	out     *[]Record
+	others  int
 }
 
 // readFile adds path's events to out, newest first, and reports whether
 // the older file need not be read: out holds n events, or one older than
 // since was met.
-func readFile(path string, n int, since time.Time, out *[]Record) (bool, error) {
+func (r *reader) readFile(path string) (bool, error) {
+	n, since, out := r.n, r.since, r.out
 	f, fi, err := state.OpenRegularStat(path, true) // a FIFO planted at the log's path must not hold guard status
 	if err != nil {
 		return false, err
@@ -76,6 +96,10 @@ func readFile(path string, n int, since time.Time, out *[]Record) (bool, error) 
 			// too; the block in hand is still read, since concurrent
 			// writers may have put events a few milliseconds out of order.
 			done = true
+			return true
+		}
+		if r.install != "" && rec.Install != r.install {
+			r.others++
 			return true
 		}
 		*out = append(*out, rec)

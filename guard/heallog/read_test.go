@@ -172,3 +172,48 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestReadForKeepsOneInstall: ReadFor keeps the events of one install, n
+// counting those, and counts what it passed over: other installs' events
+// and unmarked ones.
+func TestReadForKeepsOneInstall(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "selfheal.log")
+	mine, theirs := heallog.New(path, nil), heallog.New(path, nil)
+	mine.Install, theirs.Install = "/home/a/.cache/guard", "/home/b/.cache/guard"
+	theirs.Detached = true
+	mine.Write(heallog.Event{Event: "shim.recreate", Tool: "a1"})
+	theirs.Write(heallog.Event{Event: "model.download", Tool: "b1", Result: "failed"})
+	mine.Write(heallog.Event{Event: "shim.recreate", Tool: "a2"})
+	theirs.Write(heallog.Event{Event: "model.download", Tool: "b2", Result: "failed"})
+	mine.Close()
+	theirs.Close()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"level":"info","ts":"2025-01-01T00:00:00Z","event":"timeout","tool":"old"}` + "\n")
+	f.Close()
+
+	recs, others, err := heallog.ReadFor(path, 0, time.Time{}, mine.Install)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].Tool != "a1" || recs[1].Tool != "a2" || others != 3 {
+		t.Fatalf("ReadFor = %+v, %d others; want a1, a2 and 3 others", recs, others)
+	}
+	if recs[0].Install != mine.Install || recs[0].Detached {
+		t.Errorf("record %+v: want install %s, not detached", recs[0], mine.Install)
+	}
+	recs, others, _ = heallog.ReadFor(path, 1, time.Time{}, mine.Install)
+	if len(recs) != 1 || recs[0].Tool != "a2" || others != 2 {
+		t.Errorf("ReadFor n=1 = %+v, %d others; want a2 and the 2 events after it", recs, others)
+	}
+	recs, _, _ = heallog.ReadFor(path, 0, time.Time{}, theirs.Install)
+	if len(recs) != 2 || !recs[0].Detached {
+		t.Errorf("the other install's events %+v: want b1, b2, detached", recs)
+	}
+	all, _ := heallog.Read(path, 0, time.Time{})
+	if len(all) != 5 {
+		t.Errorf("Read = %d events, want all 5", len(all))
+	}
+}

@@ -146,7 +146,7 @@ restore() {
 			rm -f "$tmp"
 			case $u in
 			file://*) p=${u#file://}; p=${p#localhost}; cp "$p" "$tmp" ;;
-			*) # a stalled server is given up on: under 1 KB/s for 15 s (curl), 15 s without a byte (wget)
+			*) # a stalled server is given up on: under 1 KiB/s for 15 s (curl), 15 s without a byte (wget)
 			   if command -v curl >/dev/null 2>&1; then curl -fsSL --connect-timeout 10 --speed-limit 1024 --speed-time 15 --max-time 600 -o "$tmp" "$u"
 			   elif command -v wget >/dev/null 2>&1; then wget -q -T 15 -t 1 -O "$tmp" "$u"
 			   else echo "guard: neither curl nor wget is here to fetch $u" >&2; false; fi ;;

@@ -98,6 +98,26 @@ func Acquire(ctx context.Context, path string, onWait func()) (*Held, error) {
 	}
 }
 
+// Try takes the exclusive lock at path only if it is free now: ok false
+// (and no error) when another process holds it.
+func Try(path string) (h *Held, ok bool, err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	f, err := state.OpenOwn(path, os.O_RDONLY, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if ok, err = tryLock(f); !ok || err != nil {
+		f.Close()
+		if err != nil {
+			err = fmt.Errorf("lock %s: %w", path, err)
+		}
+		return nil, false, err
+	}
+	return &Held{f: f}, true, nil
+}
+
 // tryLock takes the lock without blocking; false means another holder.
 func tryLock(f *os.File) (bool, error) {
 	for {

@@ -27,6 +27,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/state"
+	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -361,12 +362,8 @@ func describeSize(n int64) string {
 	switch {
 	case n <= 0:
 		return "(size unknown)"
-	case n < 1e4:
-		return fmt.Sprintf("%d bytes", n)
-	case n < 1e6:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
 	}
-	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	return units.Bytes(n)
 }
 
 // describeStatus words a status for a sentence "model X is ...".

@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/term"
+
+	"github.com/sandbox-guard/guard/guard/units"
 )
 
 // DefaultEvery is how often a line is printed when stderr is not a
@@ -114,13 +116,15 @@ func (r *Reporter) Write(p []byte) (int, error) {
 
 // SetStatus replaces the free text shown after the label (a build step, the
 // last build line). A build tool's own percent in it (ParsePercent) becomes
-// the task's.
+// the task's when it is past the task's: CMake's percent is per target and
+// starts again low for the next one, and the task's percent only moves
+// forward.
 func (r *Reporter) SetStatus(s string) {
 	s = strings.TrimSpace(strings.ReplaceAll(s, "\r", ""))
 	pct, ok := ParsePercent(s)
 	r.mu.Lock()
 	r.status = s
-	if ok {
+	if ok && pct > r.percent {
 		r.percent = pct
 	}
 	r.mu.Unlock()
@@ -186,7 +190,7 @@ func (r *Reporter) loop(tick <-chan time.Time, observe func(Snapshot)) {
 }
 
 // Line is the current progress line, e.g.
-// "guard: downloading qwen.gguf  45% 210.0/484.2 MB 12.3 MB/s eta 22s".
+// "guard: downloading qwen.gguf  45% 210.0/461.8 MiB 12.3 MiB/s eta 22s".
 func (r *Reporter) Line() string {
 	r.mu.Lock()
 	done, base, status, total, start, waiting, shown := r.done, r.base, r.status, r.total, r.start, r.waiting, r.shown
@@ -208,10 +212,10 @@ func (r *Reporter) Line() string {
 	if r.tty && waiting == "" {
 		b.WriteString(" " + bar(pct, 20))
 	}
-	fmt.Fprintf(&b, " %3.0f%% %.1f/%.1f MB", pct, mb(done), mb(total))
+	fmt.Fprintf(&b, " %3.0f%% %s", pct, units.Of(done, total))
 	if waiting == "" {
 		rate := float64(done-base) / elapsed.Seconds()
-		fmt.Fprintf(&b, " %.1f MB/s", rate/1e6)
+		b.WriteString(" " + units.Rate(rate))
 		if rate > 0 && done < total {
 			eta := time.Duration(float64(total-done) / rate * float64(time.Second))
 			fmt.Fprintf(&b, " eta %s", eta.Round(time.Second))
@@ -237,6 +241,9 @@ func (r *Reporter) stepLine(s Snapshot) string {
 	}
 	if s.Left >= 0 {
 		fmt.Fprintf(&b, ", about %s left", roundLeft(s.Left))
+		if s.Estimated {
+			b.WriteString(" (estimated from its rate so far)")
+		}
 	}
 	fmt.Fprintf(&b, " (%s)", r.now().Sub(r.start).Round(time.Second))
 	if s.Status != "" {
@@ -252,8 +259,6 @@ func roundLeft(d time.Duration) time.Duration {
 	}
 	return d.Round(time.Second)
 }
-
-func mb(n int64) float64 { return float64(n) / 1e6 }
 
 func bar(pct float64, width int) string {
 	n := int(pct / 100 * float64(width))

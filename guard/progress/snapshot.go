@@ -13,7 +13,18 @@ type Snapshot struct {
 	Percent float64       // 0 to 100; -1 when unknown
 	Left    time.Duration // the time left; -1 when unknown
 	Status  string        // the phase or the last line
+	// Estimated says Left comes from the task's own rate so far (a first
+	// build, with no earlier one to go by), not from a measured length.
+	Estimated bool
 }
+
+// A first build's time left is estimated from its own rate once it has run
+// estimateAfter and is past estimateFrom percent: earlier, a configure
+// step or the first few objects say too little (docs/healing-in-the-background.md).
+const (
+	estimateAfter = 20 * time.Second
+	estimateFrom  = 2.0
+)
 
 // Snapshot is where the task stands now. A download's time left comes
 // from its bytes and its measured rate, a build's from its own percent and
@@ -39,6 +50,9 @@ func (r *Reporter) Snapshot() Snapshot {
 	}
 	s.Percent = r.percent
 	switch {
+	case r.expect <= 0 && r.percent >= estimateFrom && r.percent < 100 && elapsed >= estimateAfter:
+		s.Left = time.Duration(float64(elapsed) * (100 - r.percent) / r.percent)
+		s.Estimated = true
 	case r.expect <= 0:
 	case r.percent >= 0:
 		s.Left = time.Duration(float64(r.expect) * (100 - r.percent) / 100)

@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/resolve"
@@ -60,6 +61,9 @@ const probeTimeout = 30 * time.Second
 
 // MakeKey computes the key of a build of in.Dir by in.Steps on this
 // machine. It fails only when the sources cannot be read.
+//
+// The compilers' --version runs go on beside git's: a restore a call waits
+// for pays the longest probe, not their sum (docs/stash.md).
 func MakeKey(ctx context.Context, in KeyInput) (Key, error) {
 	var inputs []Input
 	leftOut := 0
@@ -73,7 +77,15 @@ func MakeKey(ctx context.Context, in KeyInput) (Key, error) {
 	}
 	steps, _ := json.Marshal(in.Steps)
 	note("steps", string(steps))
+	// The compilers' --version runs go beside git's: a heal waits for the
+	// slowest, not the sum (note is called from this goroutine only).
+	cc, cxx := compilers(in)
+	var ccV, cxxV string
+	var wg sync.WaitGroup
+	wg.Go(func() { ccV = compilerVersion(ctx, cc, in.Env) })
+	wg.Go(func() { cxxV = compilerVersion(ctx, cxx, in.Env) })
 	source, err := sourceRevision(ctx, in, note)
+	wg.Wait()
 	if err != nil {
 		return Key{}, err
 	}
@@ -81,8 +93,6 @@ func MakeKey(ctx context.Context, in KeyInput) (Key, error) {
 	for _, kv := range env {
 		note("env", kv)
 	}
-	cc, cxx := compilers(in)
-	ccV, cxxV := compilerVersion(ctx, cc, in.Env), compilerVersion(ctx, cxx, in.Env)
 	first, _, _ := strings.Cut(ccV, "\n")
 	firstCXX, _, _ := strings.Cut(cxxV, "\n")
 	note("cc", cc+": "+first)

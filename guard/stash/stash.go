@@ -111,6 +111,19 @@ func (s *Store) folder(create bool) error {
 	return nil
 }
 
+// Has reports whether the stash itself (not a source) holds an entry of
+// recipe under key, or any entry of recipe for a key with no Sum. The
+// entry is not checked here: Restore checks it.
+func (s *Store) Has(recipe string, key Key) bool {
+	items, _ := s.List()
+	for _, it := range items {
+		if it.Recipe == recipe && (key.Sum == "" || it.Key == key.Sum) {
+			return true
+		}
+	}
+	return false
+}
+
 // List returns the stash's entries, oldest first; an absent stash is empty.
 func (s *Store) List() ([]Item, error) {
 	if err := s.folder(false); errors.Is(err, fs.ErrNotExist) {

@@ -82,9 +82,9 @@ func TestNoSpace(t *testing.T) {
 		conns int
 		want  string
 	}{
-		{"size known", int64(len(data)), 1, "needs 1048576 more bytes (1.0 MB) and "},
+		{"size known", int64(len(data)), 1, "needs 1048576 more bytes (1.0 MiB) and "},
 		{"size unknown", 0, 1, "no space left on device in " + dir},
-		{"in parts", int64(len(data)), 4, "needs 1048576 more bytes (1.0 MB) and "},
+		{"in parts", int64(len(data)), 4, "needs 1048576 more bytes (1.0 MiB) and "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := request(t, srv.URL)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-guard/guard/guard/units"
 )
 
 // HTTPError is a status a server answered instead of the file. Hint says
@@ -98,7 +100,7 @@ type SpaceError struct {
 func (e *SpaceError) Error() string {
 	s := "no space left on device in " + e.Dir
 	if e.Need > 0 {
-		s += fmt.Sprintf(": the download needs %d more bytes (%.1f MB)", e.Need, float64(e.Need)/1e6)
+		s += fmt.Sprintf(": the download needs %d more bytes (%s)", e.Need, units.Bytes(e.Need))
 		if e.Free >= 0 {
 			s += fmt.Sprintf(" and %d are free", e.Free)
 		}
@@ -143,8 +145,8 @@ type StallError struct {
 }
 
 func (e *StallError) Error() string {
-	return fmt.Sprintf("%s: %d bytes in the last %s, under the minimum of %.1f kB/s; the connection is treated as dropped",
-		e.URL, e.Got, e.Window, float64(e.MinRate)/1e3)
+	return fmt.Sprintf("%s: %d bytes in the last %s, under the minimum of %s; the connection is treated as dropped",
+		e.URL, e.Got, e.Window, units.Rate(float64(e.MinRate)))
 }
 
 // restartError ends an attempt whose partial file was discarded (a 416, a

@@ -25,6 +25,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/units"
 )
 
 // Request says what to download and how hard to try.
@@ -218,7 +220,7 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 			failures++
 		}
 		if failures > d.r.Retries {
-			return fmt.Errorf("gave up after %d attempts: %w", failures, err)
+			return fmt.Errorf("gave up after %s: %w", units.Count(failures, "attempt", "attempts"), err)
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return fmt.Errorf("%w (retrying would pass the heal time limit)", err)

@@ -377,7 +377,7 @@ func TestSlowerThanMinimumRateStalls(t *testing.T) {
 			defer cancel()
 			_, err := fetch.Fetch(ctx, r)
 			var se *fetch.StallError
-			if !errors.As(err, &se) || !strings.Contains(err.Error(), "under the minimum of 1.0 kB/s") {
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), "under the minimum of 1000 B/s") {
 				t.Fatalf("err = %v, want a *StallError", err)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-guard/guard/guard/models/fetch/ranged"
+	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -176,7 +177,7 @@ func (d *download) parts(ctx context.Context, u *url.URL) error {
 	d.res.Connections = conns
 	d.startProgress(rec.Size)
 	if d.rep != nil {
-		d.rep.SetStatus(fmt.Sprintf("%d connections", conns))
+		d.rep.SetStatus(units.Count(conns, "connection", "connections"))
 	}
 	if d.old > 0 {
 		d.res.Resumed = true
@@ -474,7 +475,7 @@ func (d *download) fillPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.
 		}
 		failures++
 		if failures > d.r.Retries {
-			return fmt.Errorf("gave up after %d attempts: %w", failures, err)
+			return fmt.Errorf("gave up after %s: %w", units.Count(failures, "attempt", "attempts"), err)
 		}
 		if d.r.OnRetry != nil {
 			d.retryMu.Lock() // one at a time, whichever part retries

@@ -615,7 +615,7 @@ func TestPartsProgressNamesTheConnections(t *testing.T) {
 	if !strings.Contains(lines[0], "guard: downloading m.gguf") || !strings.Contains(lines[0], "%") || !strings.HasSuffix(lines[0], ": 4 connections") {
 		t.Errorf("first progress line %q, want the model's percent and its 4 connections", lines[0])
 	}
-	if last := lines[len(lines)-1]; last != "guard: downloaded m.gguf (0.7 MB over 4 connections)" {
+	if last := lines[len(lines)-1]; last != "guard: downloaded m.gguf (683.6 KiB over 4 connections)" {
 		t.Errorf("last line %q", last)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/models/fetch/ranged"
 	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/state"
+	"github.com/sandbox-guard/guard/guard/units"
 )
 
 // Copy buffers: a few of bufSize, allocated once per Fetch. Writes go to
@@ -460,9 +461,9 @@ func (d *download) stopProgress(ok bool) {
 	}
 	final := ""
 	if ok {
-		final = fmt.Sprintf("guard: downloaded %s (%.1f MB)", d.name, float64(d.done)/1e6)
+		final = fmt.Sprintf("guard: downloaded %s (%s)", d.name, units.Bytes(d.done))
 		if d.res.Connections > 1 {
-			final = fmt.Sprintf("guard: downloaded %s (%.1f MB over %d connections)", d.name, float64(d.done)/1e6, d.res.Connections)
+			final = fmt.Sprintf("guard: downloaded %s (%s over %s)", d.name, units.Bytes(d.done), units.Count(d.res.Connections, "connection", "connections"))
 		}
 	}
 	d.rep.Stop(final)

@@ -81,7 +81,7 @@ func (r *Record) Valid(size int64) error {
 	case r.Part <= 0:
 		return fmt.Errorf("record part size %d", r.Part)
 	case int64(len(r.Done)) != (r.Size+r.Part-1)/r.Part:
-		return fmt.Errorf("record has %d parts, want %d", len(r.Done), (r.Size+r.Part-1)/r.Part)
+		return fmt.Errorf("the record's part count is %d, want %d", len(r.Done), (r.Size+r.Part-1)/r.Part)
 	}
 	for i, d := range r.Done {
 		if d < 0 || d > r.partLen(i) {
