@@ -27,8 +27,8 @@ const (
 )
 
 // downloadTable times guard's model download (guard heal: lock, resumable
-// fetch in parts hashing as the parts fill in, fsync, rename, header
-// check) against `curl -o` and `aria2c -x8 -s8`, from the same loopback
+// fetch, hashing as the bytes arrive, in one stream or in parts as the
+// first part's rate says, fsync, rename, header check) against `curl -o` and `aria2c -x8 -s8`, from the same loopback
 // file server into the same folder.
 func downloadTable(sizeMB int) *Table {
 	size := int64(sizeMB) << 20

@@ -354,6 +354,16 @@ func (d *download) fromFile(u *url.URL) error {
 // copy writes body to the partial file from d.off on. A fresh file's first
 // bytes are checked first: an error page must never be saved as the file.
 func (d *download) copy(body io.Reader, src string) error {
+	return d.copyUntil(body, src, d.r.Size, nil)
+}
+
+// errSlow ends a copyUntil whose slow said so.
+var errSlow = errors.New("slower than one connection should be")
+
+// copyUntil is copy of a body that ends at byte end of the file (0: the
+// body's end), asking slow after each read, with the bytes it has then,
+// whether to stop there (errSlow) once they are written.
+func (d *download) copyUntil(body io.Reader, src string, end int64, slow func(got int64) bool) error {
 	buf := d.p.buffer()
 	defer func() {
 		if buf != nil {
@@ -390,7 +400,7 @@ func (d *download) copy(body io.Reader, src string) error {
 					return err
 				}
 			}
-			return d.checkEnd(src)
+			return d.checkEnd(src, end)
 		}
 	}
 	for {
@@ -411,8 +421,16 @@ func (d *download) copy(body io.Reader, src string) error {
 			}
 			fill = 0
 		}
+		if slow != nil && err == nil && slow(d.off+int64(fill)) {
+			if fill > 0 {
+				if werr := flush(fill); werr != nil {
+					return werr
+				}
+			}
+			return errSlow
+		}
 		if errors.Is(err, io.EOF) {
-			return d.checkEnd(src)
+			return d.checkEnd(src, end)
 		}
 		if err != nil {
 			return &netError{fmt.Errorf("%s: %w", src, err)}
@@ -420,11 +438,11 @@ func (d *download) copy(body io.Reader, src string) error {
 	}
 }
 
-// checkEnd makes sure a clean end of the body was not cut short by a
-// server that sent no length.
-func (d *download) checkEnd(src string) error {
-	if d.r.Size > 0 && d.off < d.r.Size {
-		return &shortError{url: src, got: d.off, want: d.r.Size}
+// checkEnd makes sure a clean end of a body that should reach byte end
+// (0: unknown) was not cut short by a server that sent no length.
+func (d *download) checkEnd(src string, end int64) error {
+	if end > 0 && d.off < end {
+		return &shortError{url: src, got: d.off, want: end}
 	}
 	return nil
 }

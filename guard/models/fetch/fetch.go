@@ -55,6 +55,11 @@ type Request struct {
 	// one is used only when Size is known and the source answers a Range
 	// with a 206 for exactly that range.
 	Connections int
+	// FastConn (bytes/s): a fresh download whose first part arrives at
+	// least this fast over one connection is finished in one stream
+	// (parallel.go, firstAlone); 0 = DefaultFastConn, negative = in
+	// parts whatever the rate.
+	FastConn int64
 	// PartSize is the bytes of one part of a download in parts; 0 = by
 	// the size (partSize). Tests make it small.
 	PartSize int64
@@ -82,6 +87,9 @@ const (
 	DefaultMinRate    = 1024 // bytes/s
 	DefaultRateWindow = 30 * time.Second
 	maxBackoff        = 2 * time.Minute
+	// DefaultFastConn is about a gigabit a second: a source that gives
+	// one connection that much is not capping it.
+	DefaultFastConn = 128 << 20
 )
 
 // Fetch downloads the first URL that works into r.Dest. The caller must not

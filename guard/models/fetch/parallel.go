@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -113,13 +112,20 @@ func (d *download) adoptParts(size int64) error {
 
 // startParts turns a fresh download into one in parts: the record first
 // (so a file without one is never taken for a finished single stream),
-// then the whole file's room.
+// then the whole file's room. rec may count the bytes the first answer
+// wrote at the file's start: they are recorded once a sync covers them,
+// after the room is there (a record of another size than its file is
+// discarded).
 func (d *download) startParts(rec ranged.Record) error {
-	if err := ranged.Save(d.partsPath(), rec); err != nil {
+	empty := rec
+	empty.Done = make([]int64, len(rec.Done))
+	if err := ranged.Save(d.partsPath(), empty); err != nil {
 		return &fatalError{fmt.Errorf("download %s: %w", d.name, err)}
 	}
 	err := unix.Fallocate(int(d.f.Fd()), 0, 0, rec.Size)
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		// What the first answer wrote stays a single-stream partial.
+		_ = os.Remove(d.partsPath())
 		return d.noSpace()
 	}
 	if err != nil { // not supported here: a sparse file, the writes will tell
@@ -129,6 +135,9 @@ func (d *download) startParts(rec ranged.Record) error {
 		}
 	}
 	d.rt = ranged.New(d.f, d.partsPath(), rec)
+	if rec.Bytes() > 0 {
+		_ = d.rt.Save() // a failed one leaves these bytes to fetch again
+	}
 	return nil
 }
 
@@ -146,7 +155,7 @@ func (d *download) parts(ctx context.Context, u *url.URL) error {
 		if err != nil {
 			return err
 		}
-		inParts, err := d.firstPart(c, part)
+		rec, inParts, err := d.firstPart(c, part)
 		if err != nil || !inParts {
 			defer c.close()
 			if err != nil {
@@ -157,8 +166,34 @@ func (d *download) parts(ctx context.Context, u *url.URL) error {
 			}
 			return d.stream(ctx, c) // a 200: the whole file, here and now
 		}
-		first = c
 		res.resolved(c.resp)
+		if d.r.FastConn >= 0 {
+			// The room for one stream, before its first byte is kept.
+			if err := d.reserve(); err != nil {
+				c.close()
+				return err
+			}
+		}
+		alone, err := d.firstAlone(c, rec)
+		if err != nil {
+			c.close()
+			return err
+		}
+		if alone {
+			c.close()
+			return d.rest(ctx, u, src)
+		}
+		// The parts take over from the byte the first answer reached.
+		rec.Done[0] = d.off
+		if err := d.startParts(rec); err != nil {
+			c.close()
+			return err
+		}
+		_ = os.Remove(d.partial + ".meta") // the record holds the validators
+		d.meta = meta{}
+		d.p.reset() // the tracker hashes the file from its start
+		d.off = 0
+		first = c
 	}
 	defer func() {
 		if first != nil {
@@ -251,40 +286,103 @@ func (d *download) parts(ctx context.Context, u *url.URL) error {
 }
 
 // firstPart reads the answer to a fresh download's first request, a Range
-// for the first part: true when it starts a download in parts, false when
-// it is the whole file in one stream (a 200). A source that answers the
-// range wrongly is fetched in one stream from the next attempt on.
-func (d *download) firstPart(c *conn, part int64) (bool, error) {
+// for the first part: true, with the record of a download in parts of
+// that size, when the source serves ranges; false when it is the whole
+// file in one stream (a 200). A source that answers the range wrongly is
+// fetched in one stream from the next attempt on.
+func (d *download) firstPart(c *conn, part int64) (ranged.Record, bool, error) {
 	resp := c.resp
 	switch resp.StatusCode {
 	case http.StatusOK:
-		return false, nil
+		return ranged.Record{}, false, nil
 	case http.StatusPartialContent:
 	case http.StatusRequestedRangeNotSatisfiable:
 		d.oneStream = true
-		return false, &restartError{reason: fmt.Sprintf("%s refused a range of its first %d bytes (416); fetching in one stream", c.src, part)}
+		return ranged.Record{}, false, &restartError{reason: fmt.Sprintf("%s refused a range of its first %d bytes (416); fetching in one stream", c.src, part)}
 	default:
 		_, err := d.accept(resp, c.src) // the status's own error
-		return false, err
+		return ranged.Record{}, false, err
 	}
 	start, end, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
 	if ok && total >= 0 {
 		if err := d.checkTotal(c.src, total); err != nil {
-			return false, err
+			return ranged.Record{}, false, err
 		}
 	}
 	if !ok || start != 0 || end != part-1 || total != d.r.Size || (resp.ContentLength >= 0 && resp.ContentLength != part) {
 		d.oneStream = true
-		return false, &restartError{reason: fmt.Sprintf("%s answered a range of bytes 0-%d with Content-Range %q and length %d; fetching in one stream",
+		return ranged.Record{}, false, &restartError{reason: fmt.Sprintf("%s answered a range of bytes 0-%d with Content-Range %q and length %d; fetching in one stream",
 			c.src, part-1, resp.Header.Get("Content-Range"), resp.ContentLength)}
 	}
 	rec := ranged.NewRecord(d.r.Size, part)
 	rec.ETag = strongETag(resp.Header.Get("ETag"))
 	rec.LastModified = resp.Header.Get("Last-Modified")
-	if err := d.startParts(rec); err != nil {
-		return false, err
+	return rec, true, nil
+}
+
+// firstAlone reads the first part's body as one stream reads a file (its
+// bytes hashed from the buffers they arrive in, never read back) while
+// watching its rate. True: the whole part came at least FastConn bytes a
+// second, so nothing caps one connection, and the rest of the file comes
+// in one stream too (rest). False: as soon as the body is found slower
+// (over probeWindow), or when it ended slower; the parts then take over
+// from the byte it reached. Until then the partial file is a single-stream
+// partial, its validators in .meta: a kill leaves what one stream resumes.
+func (d *download) firstAlone(c *conn, rec ranged.Record) (bool, error) {
+	fast := d.r.FastConn
+	if fast < 0 {
+		return false, nil
 	}
-	return true, nil
+	if fast == 0 {
+		fast = DefaultFastConn
+	}
+	d.saveMeta(meta{URL: c.src, ETag: rec.ETag, LastModified: rec.LastModified})
+	d.startProgress(rec.Size)
+	part := min(rec.Part, rec.Size)
+	start := time.Now()
+	slow := func(got int64) bool {
+		took := time.Since(start)
+		return took >= probeWindow && float64(got) < float64(fast)*took.Seconds()
+	}
+	err := d.copyUntil(io.LimitReader(c.w.reader(c.resp.Body), part), c.src, part, slow)
+	switch {
+	case errors.Is(err, errSlow):
+		return false, nil
+	case err != nil:
+		return false, c.stalled(err)
+	}
+	took := time.Since(start)
+	return float64(d.off) >= float64(fast)*took.Seconds(), nil
+}
+
+// probeWindow is how long the first part's body is watched before the
+// other connections join it: a body that brought fewer than FastConn bytes
+// a second by then is held back by a cap (a CDN's, a server's) that more
+// connections get around. One faster than that is limited by this machine
+// (the hash, the disk) more than by the source, and more connections only
+// add work (docs/downloads.md, "One connection first").
+const probeWindow = 50 * time.Millisecond
+
+// rest fetches the file after a first part that came fast, in one stream
+// from the byte it reached (a Range guarded by If-Range with the first
+// answer's validator). It asks u, the manifest's url, as any one stream
+// does: a signed url it redirects to is signed afresh.
+func (d *download) rest(ctx context.Context, u *url.URL, src string) error {
+	if d.off == d.r.Size {
+		return d.finish(src)
+	}
+	if err := d.reserve(); err != nil {
+		return err
+	}
+	c, err := d.open(ctx, u, src, d.off, -1, d.meta.validator())
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	resumed := d.res.Resumed
+	err = d.stream(ctx, c)
+	d.res.Resumed = resumed // this run's own first part, not an earlier run's
+	return err
 }
 
 // resolver is the url the parts are sent to: the one a redirect (a Hub
@@ -626,10 +724,7 @@ func (d *download) partEnded(ctx context.Context, c *conn, ch *ranged.Chunk, err
 // partial file and its record: the download resumes once there is room.
 func (d *download) writeFailed(rt *ranged.Tracker, err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		_ = rt.Save()
-		n, _ := rt.Done()
-		dir := filepath.Dir(d.r.Dest)
-		return &fatalError{&SpaceError{Dir: dir, Need: d.r.Size - n, Free: FreeSpace(dir)}}
+		return d.noSpace() // d.rt is rt
 	}
 	return &fatalError{fmt.Errorf("write %s: %w", d.partial, err)}
 }

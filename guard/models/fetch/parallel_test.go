@@ -27,11 +27,11 @@ import (
 const testPart = 64 << 10
 
 // partRequest is a Fetch of data in parts of testPart over conns
-// connections.
+// connections, in parts however fast the first one is (FastConn).
 func partRequest(t *testing.T, url string, data []byte, conns int) fetch.Request {
 	r := request(t, url)
 	r.Size, r.SHA256 = int64(len(data)), guardtest.Sum(data)
-	r.Connections, r.PartSize = conns, testPart
+	r.Connections, r.PartSize, r.FastConn = conns, testPart, -1
 	return r
 }
 
@@ -498,7 +498,7 @@ func TestPartsKilledChild(t *testing.T) {
 	}
 	size, _ := strconv.Atoi(os.Getenv("GUARD_TEST_FETCH_SIZE"))
 	r := fetch.Request{URLs: []string{url}, Dest: os.Getenv("GUARD_TEST_FETCH_DEST"), Size: int64(size),
-		SHA256: os.Getenv("GUARD_TEST_FETCH_SHA"), Connections: 4, PartSize: testPart, Backoff: time.Millisecond}
+		SHA256: os.Getenv("GUARD_TEST_FETCH_SHA"), Connections: 4, PartSize: testPart, FastConn: -1, Backoff: time.Millisecond}
 	_, err := fetch.Fetch(context.Background(), r)
 	t.Fatalf("the parent did not kill this Fetch (err %v)", err)
 }
@@ -617,5 +617,135 @@ func TestPartsProgressNamesTheConnections(t *testing.T) {
 	}
 	if last := lines[len(lines)-1]; last != "guard: downloaded m.gguf (683.6 KiB over 4 connections)" {
 		t.Errorf("last line %q", last)
+	}
+}
+
+// A first part that comes at least FastConn bytes a second shows nothing
+// caps one connection: the rest of the file comes in one stream, from the
+// byte the first part ended at, guarded by If-Range with its ETag.
+func TestFirstPartFastFinishesInOneStream(t *testing.T) {
+	data := guardtest.GGUF(5*testPart + 999)
+	var log rangeLog
+	var ifRange []string
+	var mu sync.Mutex
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+		log.add(r)
+		mu.Lock()
+		ifRange = append(ifRange, r.Header.Get("If-Range"))
+		mu.Unlock()
+		content(w, r, data)
+	})
+	r := partRequest(t, srv.URL, data, 4)
+	r.FastConn = 1 // a byte a second: any first part is fast
+	res, err := fetch.Fetch(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustFile(t, r.Dest, data)
+	mustNotExist(t, r.Dest+".partial", r.Dest+".partial.meta", r.Dest+".partial.parts")
+	if res.Connections != 1 || res.Resumed || res.SHA256 != guardtest.Sum(data) || res.Bytes != int64(len(data)) {
+		t.Fatalf("result %+v, want one connection, not resumed, the sum and every byte", res)
+	}
+	got := log.all()
+	want := [][2]int64{{0, testPart - 1}, {testPart, -1}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("ranges asked %v, want %v", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if etag := `"` + guardtest.Sum(data)[:16] + `"`; ifRange[1] != etag {
+		t.Errorf("the rest was asked with If-Range %q, want the first answer's ETag %s", ifRange[1], etag)
+	}
+}
+
+// A first part that is slow (a cap on each connection) brings in the other
+// connections, and its own connection goes on with the first part from
+// the byte it reached: no byte of it is asked for twice. The server sends
+// the first part's first 16 KiB, then a byte every few milliseconds until
+// another part is asked for: guard passes only by growing.
+func TestFirstPartSlowBringsInTheOthers(t *testing.T) {
+	data := guardtest.GGUF(8*testPart + 999)
+	var log rangeLog
+	others := make(chan struct{})
+	var once sync.Once
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+		log.add(r)
+		if n > 1 {
+			once.Do(func() { close(others) })
+			content(w, r, data)
+			return
+		}
+		w.Header().Set("ETag", `"`+guardtest.Sum(data)[:16]+`"`)
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes 0-%d/%d", testPart-1, len(data)))
+		w.Header().Set("Content-Length", strconv.Itoa(testPart))
+		w.WriteHeader(http.StatusPartialContent)
+		at := 16 << 10
+		w.Write(data[:at])
+		w.(http.Flusher).Flush()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for at < testPart {
+			select {
+			case <-others:
+				w.Write(data[at:testPart])
+				return
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+				w.Write(data[at : at+1])
+				w.(http.Flusher).Flush()
+				at++
+			}
+		}
+	})
+	r := partRequest(t, srv.URL, data, 4)
+	r.FastConn = 0 // the default
+	res, err := fetch.Fetch(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustFile(t, r.Dest, data)
+	mustNotExist(t, r.Dest+".partial", r.Dest+".partial.meta", r.Dest+".partial.parts")
+	if res.Connections != 4 || res.Bytes != int64(len(data)) {
+		t.Fatalf("result %+v, want 4 connections and every byte once", res)
+	}
+	for _, g := range log.all()[1:] {
+		if g[0] < testPart {
+			t.Errorf("asked again for %v, within the first part its own answer went on with", g)
+		}
+	}
+}
+
+// The rest of a file whose first part came fast is asked of the
+// manifest's url again, which redirects to a fresh signature: a signed url
+// that expired after the first part (403) costs nothing, and no retry.
+func TestFirstPartFastRestSignedAfresh(t *testing.T) {
+	data := guardtest.GGUF(5*testPart + 999)
+	var sig, hub atomic.Int64
+	sig.Store(1)
+	var srvURL string
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+		if r.URL.Path == "/hub/m.gguf" {
+			hub.Add(1)
+			http.Redirect(w, r, fmt.Sprintf("%s/cdn/m.gguf?sig=%d", srvURL, sig.Load()), http.StatusFound)
+			return
+		}
+		if r.URL.Query().Get("sig") != strconv.FormatInt(sig.Load(), 10) {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		sig.Add(1) // each signature serves one answer
+		content(w, r, data)
+	})
+	srvURL = srv.URL
+	r := partRequest(t, srv.URL+"/hub/m.gguf", data, 4)
+	r.FastConn, r.Retries = 1, -1
+	res, err := fetch.Fetch(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustFile(t, r.Dest, data)
+	if res.Connections != 1 || hub.Load() != 2 || srv.requests.Load() != 4 {
+		t.Fatalf("connections %d, hub asked %d times, %d requests; want one stream: the first part and the rest, each by a redirect", res.Connections, hub.Load(), srv.requests.Load())
 	}
 }

@@ -249,25 +249,29 @@ func (d *download) reserve() error {
 		return nil
 	}
 	err := unix.Fallocate(int(d.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, d.off, d.r.Size-d.off)
-	if errors.Is(err, syscall.ENOSPC) {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return d.noSpace()
 	}
 	return nil // unsupported: the writes will tell
 }
 
-// noSpace removes the partial file (a sandbox with a full disk needs the
-// room more than a resume) and reports how much is missing.
+// noSpace reports how much room the rest of the file needs. What is
+// already downloaded stays for the next run to resume (docs/downloads.md,
+// "A full disk"): the partial file with its .meta or .parts record; a
+// partial file that holds nothing is removed by close.
 func (d *download) noSpace() error {
+	n := d.progress()
 	need := int64(0)
 	if d.r.Size > 0 {
-		need = d.r.Size - d.off
+		need = d.r.Size - n
 	}
-	_ = d.f.Truncate(0)
-	_ = os.Remove(d.partial)
-	_ = os.Remove(d.partial + ".meta")
-	d.dropParts()
-	d.p.reset()
-	d.off, d.old = 0, 0
+	if d.rt != nil {
+		_ = d.rt.Save() // what every part wrote, as far as a sync covers it
+	} else if d.off > 0 {
+		// A write that ran out of room may have put some of its bytes
+		// down: the file ends where the bytes counted (and hashed) end.
+		_ = d.f.Truncate(d.off)
+	}
 	dir := filepath.Dir(d.r.Dest)
 	return &fatalError{&SpaceError{Dir: dir, Need: need, Free: FreeSpace(dir)}}
 }
@@ -276,10 +280,24 @@ func (d *download) noSpace() error {
 // owns b from then on, whatever happens.
 func (d *download) write(b []byte) error {
 	if _, err := d.f.WriteAt(b, d.off); err != nil {
-		d.p.giveBack(b)
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			// The bytes that fit are downloaded: kept, counted and
+			// hashed like any others. WriteAt does not count a short
+			// write that ends in an error; the file's size does.
+			n := int64(0)
+			if fi, serr := d.f.Stat(); serr == nil {
+				n = min(max(fi.Size()-d.off, 0), int64(len(b)))
+			}
+			if n > 0 {
+				d.p.hash(b[:n])
+				d.off += n
+				d.res.Bytes += n
+			} else {
+				d.p.giveBack(b)
+			}
 			return d.noSpace()
 		}
+		d.p.giveBack(b)
 		return &fatalError{fmt.Errorf("write %s: %w", d.partial, err)}
 	}
 	d.p.hash(b)
@@ -300,6 +318,11 @@ func (d *download) finish(src string) error {
 func (d *download) install(src string, n int64, sum func() string) error {
 	if err := d.f.Sync(); err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
+			if d.rt == nil {
+				// One stream keeps no record of what a sync covered:
+				// after a failed one its bytes cannot be trusted.
+				_ = d.discard()
+			}
 			return d.noSpace()
 		}
 		return &fatalError{fmt.Errorf("sync %s: %w", d.partial, err)}
