@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +58,22 @@ type ociFile struct {
 // Push pushes the local entries of recipes (all when none is named) to the
 // registry dest, each signed by key, and returns how many it pushed.
 func (s *Store) Push(ctx context.Context, client *registry.Client, dest string, recipes []string, key sign.SecretKey) (int, error) {
+	return s.push(ctx, client, dest, key, func(it Item) bool { return len(recipes) == 0 || slices.Contains(recipes, it.Recipe) })
+}
+
+// PushEntry pushes the local entry of recipe for key to dest, signed by
+// key: what stash_to does after a good build. ErrNoEntry when the stash
+// has none.
+func (s *Store) PushEntry(ctx context.Context, client *registry.Client, dest, recipe, entryKey string, key sign.SecretKey) error {
+	n, err := s.push(ctx, client, dest, key, func(it Item) bool { return it.Recipe == recipe && it.Key == entryKey })
+	if err == nil && n == 0 {
+		err = ErrNoEntry
+	}
+	return err
+}
+
+// push pushes the local entries keep chooses, each signed by key.
+func (s *Store) push(ctx context.Context, client *registry.Client, dest string, key sign.SecretKey, keep func(Item) bool) (int, error) {
 	ref, err := registry.Parse(dest)
 	if err != nil {
 		return 0, err
@@ -71,7 +88,7 @@ func (s *Store) Push(ctx context.Context, client *registry.Client, dest string, 
 	}
 	n := 0
 	for _, it := range items {
-		if len(recipes) > 0 && !contains(recipes, it.Recipe) {
+		if !keep(it) {
 			continue
 		}
 		if err := s.pushOne(ctx, repo, it, key); err != nil {
@@ -80,38 +97,6 @@ func (s *Store) Push(ctx context.Context, client *registry.Client, dest string, 
 		n++
 	}
 	return n, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// PushEntry pushes the local entry of recipe for key to dest, signed by
-// key: what stash_to does after a good build.
-func (s *Store) PushEntry(ctx context.Context, client *registry.Client, dest, recipe, entryKey string, key sign.SecretKey) error {
-	ref, err := registry.Parse(dest)
-	if err != nil {
-		return err
-	}
-	repo, err := client.Open(ref)
-	if err != nil {
-		return err
-	}
-	items, err := s.List()
-	if err != nil {
-		return err
-	}
-	for _, it := range items {
-		if it.Recipe == recipe && it.Key == entryKey {
-			return s.pushOne(ctx, repo, it, key)
-		}
-	}
-	return ErrNoEntry
 }
 
 func (s *Store) pushOne(ctx context.Context, repo *registry.Repository, it Item, key sign.SecretKey) error {

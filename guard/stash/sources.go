@@ -105,17 +105,7 @@ func sourceResult(err error) SourceResult {
 	case errors.Is(err, ErrNoEntry):
 		r.Result = "miss"
 	case err != nil:
-		r.Result, r.Reason = "failed", oneLine(err.Error())
+		r.Result, r.Reason = "failed", strings.ReplaceAll(err.Error(), "\n", " ")
 	}
 	return r
-}
-
-func oneLine(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c == '\n' {
-			b[i] = ' '
-		}
-	}
-	return string(b)
 }
