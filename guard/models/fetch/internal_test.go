@@ -1,8 +1,17 @@
 package fetch
 
 import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestRetryAfter(t *testing.T) {
@@ -56,5 +65,60 @@ func TestBackoffBounds(t *testing.T) {
 		if b < want/2 || b > want*3/2 {
 			t.Errorf("backoff(1s, %d) = %s, want within [%s, %s]", f, b, want/2, want*3/2)
 		}
+	}
+}
+
+// TestRoomIsAskedForOnce: a download asks the file system for the file's
+// room once, whether its first part turns out fast (the rest in one
+// stream) or slow (the rest in parts). Asking again for room that is
+// there costs a tmpfs a pass over every page (docs/BENCHMARKS.md).
+func TestRoomIsAskedForOnce(t *testing.T) {
+	data := make([]byte, 1<<20)
+	copy(data, "GGUF\x03\x00\x00\x00")
+	for i := 8; i < len(data); i++ {
+		data[i] = byte(i * 7)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		http.ServeContent(w, r, "m.gguf", time.Time{}, bytes.NewReader(data))
+	}))
+	t.Cleanup(srv.Close)
+
+	var calls atomic.Int32
+	fallocate = func(fd int, mode uint32, off, n int64) error {
+		calls.Add(1)
+		return unix.Fallocate(fd, mode, off, n)
+	}
+	t.Cleanup(func() { fallocate = unix.Fallocate })
+
+	for _, tt := range []struct {
+		name     string
+		fastConn int64
+		conns    int
+	}{
+		{"first part fast, the rest in one stream", 1, 1},
+		{"first part slow, the rest in parts", 1 << 50, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			calls.Store(0)
+			dest := filepath.Join(t.TempDir(), "m.gguf")
+			res, err := Fetch(context.Background(), Request{
+				URLs: []string{srv.URL + "/m.gguf"}, Dest: dest, Size: int64(len(data)),
+				Backoff: time.Millisecond, RateWindow: 5 * time.Second,
+				FastConn: tt.fastConn, PartSize: 128 << 10, Connections: 4,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Connections != tt.conns {
+				t.Errorf("connections = %d, want %d (the case this test means)", res.Connections, tt.conns)
+			}
+			if got, err := os.ReadFile(dest); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("file differs from the source (%v)", err)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("fallocate called %d times, want once", n)
+			}
+		})
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandbox-guard/guard/guard/models/fetch/ranged"
 	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
@@ -122,7 +120,12 @@ func (d *download) startParts(rec ranged.Record) error {
 	if err := ranged.Save(d.partsPath(), empty); err != nil {
 		return &fatalError{fmt.Errorf("download %s: %w", d.name, err)}
 	}
-	err := unix.Fallocate(int(d.f.Fd()), 0, 0, rec.Size)
+	var err error
+	if d.reserved >= rec.Size {
+		err = d.f.Truncate(rec.Size) // the room is there: its size only
+	} else {
+		err = fallocate(int(d.f.Fd()), 0, 0, rec.Size)
+	}
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		// What the first answer wrote stays a single-stream partial.
 		_ = os.Remove(d.partsPath())
