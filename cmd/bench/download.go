@@ -55,6 +55,21 @@ func downloadTable(sizeMB int) *Table {
 				Before: remove("$DEST/checked.gguf"),
 				Argv:   []string{"sh", "-c", `curl -sSf -o "$0" "$1" && openssl dgst -sha256 "$0" >/dev/null`, "$DEST/checked.gguf", "$URL/m.gguf"},
 			},
+			// guard's copy loop alone, without and with the sha256
+			// (cmd/bench/floor/stream): what guard's download costs
+			// apart from the hash, and what the hash adds.
+			Row{
+				Name:   "stream-floor",
+				Setup:  build("./cmd/bench/floor/stream"),
+				Before: remove("$DEST/floor.gguf"),
+				Argv:   []string{"$BUILT/stream", "$URL/m.gguf", "$DEST/floor.gguf"},
+			},
+			Row{
+				Name:   "stream+sha256",
+				Setup:  build("./cmd/bench/floor/stream"),
+				Before: remove("$DEST/floor.gguf"),
+				Argv:   []string{"$BUILT/stream", "-sha256", "$URL/m.gguf", "$DEST/floor.gguf"},
+			},
 			Row{
 				Name:   "guard",
 				Setup:  guardInstalled,
