@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,4 +131,27 @@ func Within(t testing.TB, what string, f func()) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("%s blocked", what)
 	}
+}
+
+// SmallDisk mounts a tmpfs of size (a disk that fills up: "2m", say) in a
+// temp folder and unmounts it at the end of the test; it skips the test
+// without root or where the sandbox refuses mounts.
+func SmallDisk(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "full")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("mount tmpfs refused by the sandbox: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
 }

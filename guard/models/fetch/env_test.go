@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
@@ -65,7 +64,7 @@ func TestProxyFromEnvironment(t *testing.T) {
 // next run (docs/downloads.md, "A full disk"); a download that found no
 // room before its first byte leaves nothing behind.
 func TestNoSpace(t *testing.T) {
-	dir := smallDisk(t, "2m")
+	dir := guardtest.SmallDisk(t, "2m")
 	filler := filepath.Join(dir, "filler")
 	data := guardtest.GGUF(1 << 20)
 	var froms []int64 // the first byte each range request asked for
@@ -217,28 +216,6 @@ func TestNoSpace(t *testing.T) {
 			}
 		}
 	})
-}
-
-// smallDisk mounts a tmpfs of size (a disk that fills up) in a temp
-// folder; it skips the test without root or where mounts are refused.
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
-	dir := filepath.Join(t.TempDir(), "full")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("mount tmpfs refused by the sandbox: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
 }
 
 // fill writes a file into dir that leaves about leave bytes free there,

@@ -79,6 +79,7 @@ func (d *download) dropParts() {
 		d.rt = nil
 	}
 	_ = os.Remove(d.partsPath())
+	_ = os.Remove(ranged.Room(d.partsPath())) // an earlier run's, killed
 }
 
 // adoptParts takes over a partial file in parts left by an earlier run

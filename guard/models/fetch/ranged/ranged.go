@@ -10,7 +10,9 @@
 //     that covers every byte it counts, so neither a SIGKILL nor a power cut
 //     can mark a range complete that is not there. A resume continues each
 //     part from its record; what was written after the last save is fetched
-//     again.
+//     again. A disk that fills up does not stop the last save: a file the
+//     size of a record is kept beside it (Room) and given up for that save
+//     once no part is being written.
 //   - The sha256 runs over the contiguous prefix of the file while the parts
 //     fill in (read back from the file, one buffer), so the sum is ready
 //     moments after the last byte instead of one whole re-read later.
@@ -28,8 +30,10 @@ import (
 	"hash"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -156,6 +160,7 @@ type Tracker struct {
 	err     error // a failed save: the record stops moving
 
 	saveMu sync.Mutex // one save at a time
+	room   bool       // Room(path) holds room for one save on a full disk
 	saving chan struct{}
 	wake   chan struct{}
 	hashed chan struct{} // closed when the whole file is hashed
@@ -178,6 +183,7 @@ func New(f *os.File, path string, rec Record) *Tracker {
 		hashed: make(chan struct{}), quit: make(chan struct{}), h: sha256.New(),
 	}
 	t.rec.Done = append([]int64(nil), rec.Done...)
+	t.room = keepRoom(Room(path), roomFor(rec))
 	t.wg.Add(2)
 	go t.hashLoop()
 	go t.saveLoop()
@@ -268,10 +274,69 @@ func (t *Tracker) Save() error {
 	if err := unix.Fdatasync(int(t.f.Fd())); err != nil && !errors.Is(err, unix.EINVAL) {
 		return t.failed(fmt.Errorf("sync %s: %w", t.f.Name(), err))
 	}
-	if err := Save(t.path, snap); err != nil {
+	err := Save(t.path, snap)
+	if err != nil && noRoom(err) && t.giveRoom() {
+		err = Save(t.path, snap)
+	}
+	if err != nil {
 		return t.failed(err)
 	}
 	return nil
+}
+
+// Room is the file beside the record at path that holds room for one
+// save of it: when the writes fill the disk, the last save (once no part
+// is being written, so no write takes the room first) removes it and
+// writes the record where it was.
+func Room(path string) string { return path + ".room" }
+
+// roomFor is the room a save of rec needs: the record with every part
+// complete (its longest form) and a block to spare, in whole 4 KiB blocks.
+func roomFor(rec Record) int {
+	full := rec
+	full.Done = make([]int64, len(rec.Done))
+	for i := range full.Done {
+		full.Done[i] = rec.partLen(i)
+	}
+	b, _ := json.Marshal(full)
+	return (len(b)/4096 + 2) * 4096
+}
+
+// keepRoom writes n zero bytes at path (what an earlier run left there
+// removed first, a link itself and never what it names), so that the
+// file system gives them blocks now; false, and nothing left behind, when
+// it cannot.
+func keepRoom(path string, n int) bool {
+	_ = os.Remove(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return false
+	}
+	_, err = f.Write(make([]byte, n))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return false
+	}
+	return true
+}
+
+// giveRoom removes the room kept for a save on a full disk, when there is
+// one and no part is being written; true if it did.
+func (t *Tracker) giveRoom() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.room || slices.Contains(t.claimed, true) {
+		return false
+	}
+	t.room = false
+	return os.Remove(Room(t.path)) == nil
+}
+
+func noRoom(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 func (t *Tracker) failed(err error) error {
@@ -380,5 +445,11 @@ func (t *Tracker) Close() {
 	t.close.Do(func() {
 		close(t.quit)
 		t.wg.Wait()
+		t.mu.Lock()
+		if t.room {
+			t.room = false
+			_ = os.Remove(Room(t.path))
+		}
+		t.mu.Unlock()
 	})
 }

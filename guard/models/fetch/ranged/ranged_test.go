@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 func data(n int) []byte {
@@ -228,5 +230,97 @@ func TestHashFollowsThePrefix(t *testing.T) {
 	s, err := tr.Sum()
 	if err != nil || s != sum(want) {
 		t.Fatalf("sum %s %v, want %s", s, err, sum(want))
+	}
+}
+
+// The last save of a record finds room on a disk the writes filled: the
+// room kept beside the record is given up for it, but only once no part is
+// being written (a writer would take it first), and Close removes what is
+// left of it.
+func TestLastSaveOnAFullDisk(t *testing.T) {
+	dir := guardtest.SmallDisk(t, "1m")
+	const size, part = 256 << 10, 64 << 10
+	want := data(size)
+	f, err := os.OpenFile(filepath.Join(dir, "m.partial"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil { // sparse: the writes take the room
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "m.partial.parts")
+	rec := NewRecord(size, part)
+	if err := Save(path, rec); err != nil {
+		t.Fatal(err)
+	}
+	tr := New(f, path, rec)
+	defer tr.Close()
+	if fi, err := os.Lstat(Room(path)); err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(roomFor(rec)) {
+		t.Fatalf("room: %v, %v; want a file of %d bytes", fi, err, roomFor(rec))
+	}
+
+	// Half a part: less than a save is due after, so no periodic save
+	// runs beside the test (its rename would free a block).
+	c, _ := tr.Claim()
+	if err := tr.Write(&c, want[:part/2]); err != nil {
+		t.Fatal(err)
+	}
+	tr.Release(c)
+	held, _ := tr.Claim() // a writer is at work on part 1
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filler.Close()
+	for {
+		if _, err := filler.Write(make([]byte, 4096)); err != nil {
+			if !noRoom(err) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+
+	if err := tr.Save(); !noRoom(err) {
+		t.Fatalf("save while part 1 is written: %v, want no space left (the room kept for later)", err)
+	}
+	if _, err := os.Lstat(Room(path)); err != nil {
+		t.Fatalf("the room was given up while a part was written: %v", err)
+	}
+	tr.Release(held)
+	if err := tr.Save(); err != nil {
+		t.Fatalf("last save on the full disk: %v", err)
+	}
+	got, err := Load(path)
+	if err != nil || got.Done[0] != part/2 || got.Bytes() != part/2 {
+		t.Fatalf("record %+v, %v; want part 0's %d bytes", got, err, part/2)
+	}
+	if _, err := os.Lstat(Room(path)); !os.IsNotExist(err) {
+		t.Errorf("room still there after it was used: %v", err)
+	}
+}
+
+// The room is a file of the tracker's own: a link planted where it goes is
+// removed, never written through, and Close removes the room.
+func TestRoomIsNeverALink(t *testing.T) {
+	f, path := open(t, 1<<20)
+	outside := filepath.Join(t.TempDir(), "theirs")
+	if err := os.WriteFile(outside, []byte("not guard's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, Room(path)); err != nil {
+		t.Fatal(err)
+	}
+	tr := New(f, path, NewRecord(1<<20, 256<<10))
+	if b, err := os.ReadFile(outside); err != nil || string(b) != "not guard's" {
+		t.Fatalf("the link's target changed: %q, %v", b, err)
+	}
+	if fi, err := os.Lstat(Room(path)); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("room: %v, %v; want a regular file", fi, err)
+	}
+	tr.Close()
+	if _, err := os.Lstat(Room(path)); !os.IsNotExist(err) {
+		t.Errorf("room left after Close: %v", err)
 	}
 }
