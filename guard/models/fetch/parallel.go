@@ -170,7 +170,7 @@ func (d *download) parts(ctx context.Context, u *url.URL) error {
 			}
 			return d.stream(ctx, c) // a 200: the whole file, here and now
 		}
-		res.resolved(c.resp)
+		res.answered(c.resp)
 		if d.r.FastConn >= 0 {
 			// The room for one stream, before its first byte is kept.
 			if err := d.reserve(); err != nil {
@@ -390,41 +390,73 @@ func (d *download) rest(ctx context.Context, u *url.URL, src string) error {
 }
 
 // resolver is the url the parts are sent to: the one a redirect (a Hub
-// url to a signed CDN url) led the first request to, shared by all parts,
-// and the original again when that one is refused (the signature
-// expired), which the next request follows to a fresh one.
+// url to a signed CDN url) led a request for the original to, shared by
+// all parts. Until an answer says where the original leads (at the start
+// of a resumed download, or once a 403 dropped an expired url), one
+// request asks the original and the others wait for its answer instead of
+// each asking it again.
 type resolver struct {
-	mu   sync.Mutex
-	orig *url.URL
-	cur  *url.URL
+	mu    sync.Mutex
+	orig  *url.URL
+	cur   *url.URL
+	known bool // cur is where an answer to a request for orig came from
+	// asking is closed when the request that asks orig has its answer;
+	// nil while none is out.
+	asking chan struct{}
 }
 
-func (r *resolver) url() *url.URL {
+// url is where the next request goes. ask says the caller's request is
+// the one that asks orig: it must call answered once it has the answer or
+// has failed.
+func (r *resolver) url(ctx context.Context) (u *url.URL, ask bool, err error) {
+	for {
+		r.mu.Lock()
+		if r.known {
+			u := r.cur
+			r.mu.Unlock()
+			return u, false, nil
+		}
+		if r.asking == nil {
+			r.asking = make(chan struct{})
+			r.mu.Unlock()
+			return r.orig, true, nil
+		}
+		wait := r.asking
+		r.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, false, context.Cause(ctx)
+		}
+	}
+}
+
+// answered records where the request that asked orig ended up after
+// redirects (resp nil: it failed, and the next request asks again) and
+// lets the waiting requests go.
+func (r *resolver) answered(resp *http.Response) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.cur
-}
-
-// resolved records where resp's request ended up after redirects.
-func (r *resolver) resolved(resp *http.Response) {
-	if resp.Request == nil || resp.Request.URL == nil {
-		return
+	if resp != nil && resp.Request != nil && resp.Request.URL != nil {
+		r.cur, r.known = resp.Request.URL, true
 	}
-	r.mu.Lock()
-	r.cur = resp.Request.URL
-	r.mu.Unlock()
+	if r.asking != nil {
+		close(r.asking)
+		r.asking = nil
+	}
 }
 
 // again drops a resolved url that u was (refused with a 403): the next
-// request goes to the original. It reports whether there was one to drop.
+// request asks the original. It reports whether there was one to drop (or
+// another request dropped it already).
 func (r *resolver) again(u *url.URL) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if u == nil || u.String() == r.orig.String() {
 		return false
 	}
-	if r.cur.String() == u.String() {
-		r.cur = r.orig
+	if r.known && r.cur.String() == u.String() {
+		r.cur, r.known = r.orig, false
 	}
 	return true
 }
@@ -514,7 +546,18 @@ func (d *download) askAhead(ctx context.Context, rt *ranged.Tracker, res *resolv
 // answer. On an error the conn, if any, is returned closed: its url says
 // where a 403 came from.
 func (d *download) openPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.Chunk, res *resolver) (*conn, error) {
-	c, err := d.open(ctx, res.url(), res.orig.Redacted(), ch.Next, ch.End-1, rt.Record().Validator())
+	u, ask, err := res.url(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.open(ctx, u, res.orig.Redacted(), ch.Next, ch.End-1, rt.Record().Validator())
+	if ask {
+		if err != nil {
+			res.answered(nil)
+		} else {
+			res.answered(c.resp)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -546,7 +589,6 @@ func (d *download) fillPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.
 		}
 		before := ch.Next
 		if err == nil {
-			res.resolved(c.resp)
 			err = d.readPart(ctx, c, rt, ch, buf, askNext)
 			c.close()
 			if err == nil {
