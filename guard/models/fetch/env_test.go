@@ -163,22 +163,7 @@ func TestNoSpace(t *testing.T) {
 		// it (a sparse file): its first part is there, the rest does
 		// not fit. The parts written before the disk filled are kept
 		// and recorded; with room again, none of them is fetched again.
-		f, err := os.Create(dest + ".partial")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt(data[:64<<10], 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Truncate(int64(len(data))); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		rec := ranged.NewRecord(int64(len(data)), 64<<10)
-		rec.Done[0] = 64 << 10
-		if err := ranged.Save(dest+".partial.parts", rec); err != nil {
-			t.Fatal(err)
-		}
+		partialInParts(t, dest, data, 64<<10)
 		fetchFull(t, int64(len(data)), 4)
 		got, err := ranged.Load(dest + ".partial.parts")
 		if err != nil {

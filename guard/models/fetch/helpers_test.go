@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
+	"github.com/sandbox-guard/guard/guard/models/fetch/ranged"
 )
 
 // counter is a test server that counts requests, Range requests and body
@@ -117,5 +118,28 @@ func newResponse(req *http.Request, data []byte) *http.Response {
 		Body:          io.NopCloser(bytes.NewReader(data)),
 		ContentLength: int64(len(data)),
 		Request:       req,
+	}
+}
+
+// partialInParts writes what an earlier run in parts leaves for dest: the
+// partial file at data's full size, sparse but for its first part bytes,
+// and a record of parts of part bytes that counts them.
+func partialInParts(t *testing.T, dest string, data []byte, part int64) {
+	t.Helper()
+	f, err := os.Create(dest + ".partial")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data[:part], 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	rec := ranged.NewRecord(int64(len(data)), part)
+	rec.Done[0] = part
+	if err := ranged.Save(dest+".partial.parts", rec); err != nil {
+		t.Fatal(err)
 	}
 }

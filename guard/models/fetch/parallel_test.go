@@ -439,23 +439,7 @@ func TestPartsResumedAskTheHubOnce(t *testing.T) {
 	})
 	srvURL = srv.URL
 	r := partRequest(t, srv.URL+"/hub/m.gguf", data, 4)
-	// An earlier run's partial: part 0 on disk and in its record.
-	f, err := os.Create(r.Dest + ".partial")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(data[:testPart], 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(int64(len(data))); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	rec := ranged.NewRecord(int64(len(data)), testPart)
-	rec.Done[0] = testPart
-	if err := ranged.Save(r.Dest+".partial.parts", rec); err != nil {
-		t.Fatal(err)
-	}
+	partialInParts(t, r.Dest, data, testPart) // part 0 on disk and in its record
 	res, err := fetch.Fetch(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
