@@ -19,6 +19,7 @@
 package openclaw
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -135,6 +136,10 @@ type Options struct {
 	// Record is guard's own file (in its state folder) that remembers
 	// the edit install made, so that uninstall can undo exactly it.
 	Record string
+
+	// beforeRename, when set, runs right before each rename of an edit
+	// (a test's writer renames its own version in there).
+	beforeRename func()
 }
 
 // Refusal is a config guard will not edit: a symlink, another user's
@@ -176,6 +181,50 @@ const maxConfig = 4 << 20
 // OpenClaw is here without one. It returns the line to print, empty when
 // nothing changed. A *Refusal means the file was left as it was.
 func Wire(o Options) (string, error) {
+	for range editAttempts {
+		line, err := wire(o)
+		if !errors.Is(err, errChanged) {
+			return line, err
+		}
+	}
+	return "", changedRefusal(o.Config.Path, "guard install")
+}
+
+// editAttempts is how many times an edit is made afresh when the config
+// changed between guard's read and its rename.
+const editAttempts = 3
+
+// errChanged is an edit not written: the config changed after it was read.
+var errChanged = errors.New("the config changed while guard edited it")
+
+// changedRefusal is an edit given up after editAttempts: the config
+// changed each time.
+func changedRefusal(path, again string) *Refusal {
+	return &Refusal{path, fmt.Sprintf("it changed each of %d times guard was about to write it (OpenClaw or another program is rewriting it)", editAttempts),
+		"run " + again + " again once it is quiet"}
+}
+
+// writeOver replaces path with out only while it still holds was (absent:
+// while there is no file). OpenClaw rewrites its config by renaming a new
+// file over it; one that lands between guard's read and its rename would
+// otherwise be lost. What is left is the time between this last read and
+// the rename itself, a few microseconds.
+func (o Options) writeOver(path string, was []byte, absent bool, out []byte) error {
+	return state.WriteAtomicIf(path, out, 0o600, func() error {
+		if o.beforeRename != nil {
+			o.beforeRename()
+		}
+		now, err := readConfig(path)
+		if absent && errors.Is(err, fs.ErrNotExist) || !absent && err == nil && bytes.Equal(now, was) {
+			return nil
+		}
+		return errChanged
+	})
+}
+
+// wire is one attempt of Wire: errChanged when the config changed between
+// its read and its rename.
+func wire(o Options) (string, error) {
 	path := o.Config.Path
 	if rec, ok := readRecord(o.Record); ok && !rec.Declined && (rec.ShimDir != o.ShimDir || rec.Config != path) {
 		// An earlier install put another folder, or edited another file:
@@ -199,7 +248,7 @@ func Wire(o Options) (string, error) {
 		if err := checkFolder(path); err != nil {
 			return "", err
 		}
-		if err := state.WriteAtomic(path, text, 0o600); err != nil {
+		if err := o.writeOver(path, nil, true, text); err != nil {
 			return "", err
 		}
 		rec := record{Config: path, ShimDir: o.ShimDir, Inserted: string(text), After: sum(text), CreatedFile: true, CreatedDir: createdDir}
@@ -223,7 +272,7 @@ func Wire(o Options) (string, error) {
 	if err := checkEdit(out, o.ShimDir, true); err != nil {
 		return "", err
 	}
-	if err := state.WriteAtomic(path, out, 0o600); err != nil {
+	if err := o.writeOver(path, text, false, out); err != nil {
 		return "", err
 	}
 	rec := record{Config: path, ShimDir: o.ShimDir, At: ins.at, Inserted: ins.text, After: sum(out), CreatedDir: createdDir}
@@ -243,8 +292,23 @@ func Decline(o Options) error {
 // the inserted bytes come out and the file is byte-identical to what it
 // was before (a file install created is removed, and its folder when
 // install created that too and it is empty). When it changed since, the
-// entry o.ShimDir alone is removed from tools.exec.pathPrepend.
+// entry o.ShimDir alone is removed from tools.exec.pathPrepend. Without a
+// record of guard's edit (the folder was there before install, added by
+// hand, or install was declined) nothing is removed: only what guard added
+// goes.
 func Unwire(o Options) (string, error) {
+	for range editAttempts {
+		line, err := unwire(o)
+		if !errors.Is(err, errChanged) {
+			return line, err
+		}
+	}
+	return "", changedRefusal(o.Config.Path, "guard uninstall")
+}
+
+// unwire is one attempt of Unwire: errChanged when the config changed
+// between its read and its rename.
+func unwire(o Options) (string, error) {
 	rec, haveRec := readRecord(o.Record)
 	path, shimDir := o.Config.Path, o.ShimDir
 	if haveRec && !rec.Declined {
@@ -278,18 +342,19 @@ func Unwire(o Options) (string, error) {
 		if rec.At >= 0 && end <= len(text) && string(text[rec.At:end]) == rec.Inserted {
 			out := append(append([]byte{}, text[:rec.At]...), text[end:]...)
 			if err := checkEdit(out, shimDir, false); err == nil {
-				if err := state.WriteAtomic(path, out, 0o600); err != nil {
+				if err := o.writeOver(path, text, false, out); err != nil {
 					return "", err
 				}
 				return fmt.Sprintf("removed %s from %s in %s", shimDir, Setting, path), removeRecord(o.Record)
 			}
 		}
 	}
-	// Changed since install (or no record): take out the entry alone.
-	root, err := parse(text)
-	if err != nil && (!haveRec || rec.Declined) {
+	if !haveRec || rec.Declined {
+		// guard added nothing: an entry there is the person's own.
 		return "", removeRecord(o.Record)
 	}
+	// Changed since install: take out the entry alone.
+	root, err := parse(text)
 	if err != nil {
 		return "", &Refusal{path, "it cannot be parsed (" + err.Error() + ")", "remove " + shimDir + " from " + Setting + " by hand"}
 	}
@@ -300,7 +365,7 @@ func Unwire(o Options) (string, error) {
 	if err := checkEdit(out, shimDir, false); err != nil {
 		return "", err
 	}
-	if err := state.WriteAtomic(path, out, 0o600); err != nil {
+	if err := o.writeOver(path, text, false, out); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("removed %s from %s in %s (the file changed since guard install: the rest stays as it is now)", shimDir, Setting, path), removeRecord(o.Record)

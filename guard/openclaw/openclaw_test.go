@@ -350,3 +350,103 @@ func TestFind(t *testing.T) {
 		t.Errorf("OPENCLAW_CONFIG_PATH=undefined is unset for OpenClaw: %+v", c)
 	}
 }
+
+// renameIn is OpenClaw writing its config as it does: its own version to
+// a temporary file beside it, renamed over it. It runs in a goroutine of
+// its own, as another process would, and returns once the rename is done.
+func renameIn(t *testing.T, path, text string) {
+	t.Helper()
+	done := make(chan error)
+	go func() {
+		tmp := path + ".openclaw-tmp"
+		if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+			done <- err
+			return
+		}
+		done <- os.Rename(tmp, path)
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEditKeepsAConcurrentChange: OpenClaw renames its own version of the
+// config in between guard's read and guard's rename. Install and
+// uninstall write only over the file they read: they make their edit
+// again on OpenClaw's version, which keeps OpenClaw's change.
+func TestEditKeepsAConcurrentChange(t *testing.T) {
+	o := options(t, ptr(`{tools: {exec: {pathPrepend: ['/a']}}}`))
+	theirs := `{tools: {exec: {pathPrepend: ['/a'], timeoutSeconds: 600}}}`
+	renames := 0
+	o.beforeRename = func() {
+		if renames++; renames == 1 {
+			renameIn(t, o.Config.Path, theirs)
+		}
+	}
+	if _, err := Wire(o); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := read(t, o.Config.Path), `{tools: {exec: {pathPrepend: ["/home/u/.shim", '/a'], timeoutSeconds: 600}}}`; got != want {
+		t.Fatalf("after install %s, want %s (OpenClaw's change kept and the entry added)", got, want)
+	}
+	theirs = `{tools: {exec: {pathPrepend: ["/home/u/.shim", '/a'], timeoutSeconds: 900}}}`
+	renames = 0
+	if _, err := Unwire(o); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := read(t, o.Config.Path), `{tools: {exec: {pathPrepend: ['/a'], timeoutSeconds: 900}}}`; got != want {
+		t.Fatalf("after uninstall %s, want %s (OpenClaw's change kept and the entry removed)", got, want)
+	}
+}
+
+// TestEditRefusedWhileTheConfigKeepsChanging: a config rewritten before
+// every rename guard tries is left as its writer made it, and install
+// says why in one line.
+func TestEditRefusedWhileTheConfigKeepsChanging(t *testing.T) {
+	o := options(t, ptr(`{}`))
+	n := 0
+	o.beforeRename = func() {
+		n++
+		renameIn(t, o.Config.Path, `{gateway: {port: `+strconv.Itoa(n)+`}}`)
+	}
+	_, err := Wire(o)
+	var r *Refusal
+	if !errors.As(err, &r) || !strings.Contains(err.Error(), "it changed each of 3 times") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Wire: %v; want one line saying the file kept changing", err)
+	}
+	if got, want := read(t, o.Config.Path), `{gateway: {port: 3}}`; got != want {
+		t.Errorf("the config is %s, want its writer's last version %s", got, want)
+	}
+}
+
+// TestUnwireLeavesWhatGuardDidNotAdd: a shim folder already in
+// pathPrepend before install (added by hand, as install's own hint says)
+// is not guard's to remove; neither is one added after install
+// --no-openclaw.
+func TestUnwireLeavesWhatGuardDidNotAdd(t *testing.T) {
+	handMade := `{tools: {exec: {pathPrepend: ['/home/u/.shim', '/a']}}}`
+	o := options(t, &handMade)
+	if line, err := Wire(o); err != nil || line != "" {
+		t.Fatalf("Wire: %q, %v; want nothing to do", line, err)
+	}
+	if line, err := Unwire(o); err != nil || line != "" {
+		t.Fatalf("Unwire: %q, %v; want nothing removed", line, err)
+	}
+	if got := read(t, o.Config.Path); got != handMade {
+		t.Errorf("uninstall changed the config to %s, want it as it was: %s", got, handMade)
+	}
+
+	o = options(t, ptr(`{}`))
+	if err := Decline(o); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(o.Config.Path, []byte(handMade), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := Unwire(o); err != nil || line != "" {
+		t.Fatalf("Unwire after --no-openclaw: %q, %v; want nothing removed", line, err)
+	}
+	if got := read(t, o.Config.Path); got != handMade {
+		t.Errorf("uninstall after --no-openclaw changed the config to %s", got)
+	}
+}

@@ -35,11 +35,21 @@ const maxLinks = 40
 // (a ~/.bashrc linked to /dev/null or a FIFO) is refused (ErrNotRegular),
 // never replaced: renaming over it would replace the device itself.
 func WriteAtomic(path string, data []byte, mode os.FileMode) error {
+	return WriteAtomicIf(path, data, mode, nil)
+}
+
+// WriteAtomicIf is WriteAtomic with a last check: check runs once the new
+// file is written and synced, right before the rename, and an error from
+// it leaves path as it is (the temporary file removed) and is returned.
+// A person's file that a program of theirs rewrites by its own rename
+// (OpenClaw's config) is then replaced only while it still holds what the
+// edit was made from.
+func WriteAtomicIf(path string, data []byte, mode os.FileMode, check func() error) error {
 	target, err := finalTarget(path)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	a := attrs{mode: mode}
+	a := attrs{mode: mode, check: check}
 	if fi, err := os.Lstat(target); err == nil {
 		if !fi.Mode().IsRegular() {
 			return fmt.Errorf("write %s: %w", path, &fs.PathError{Op: "replace", Path: target, Err: ErrNotRegular})
@@ -65,6 +75,7 @@ type attrs struct {
 	mode     os.FileMode
 	owner    bool // set uid and gid
 	uid, gid int
+	check    func() error // WriteAtomicIf's, before the rename
 }
 
 func write(path string, data []byte, a attrs) error {
@@ -81,6 +92,12 @@ func write(path string, data []byte, a attrs) error {
 	if err := f.Close(); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, bare(err))
+	}
+	if a.check != nil {
+		if err := a.check(); err != nil {
+			_ = os.Remove(tmp)
+			return err
+		}
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
