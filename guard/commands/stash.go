@@ -234,15 +234,29 @@ type RemoteEntry struct {
 
 // StashListRemote is `guard stash list oci://HOST/REPO`: the entries a
 // registry holds, and for each whether it matches its recipe here now,
-// and when not, what differs.
+// and when not, what differs. A registry is a remote party: its entries
+// are checked as a restore checks them (a signer is named only once its
+// signature verified, a match only on the signed key), against the
+// trusted keys and this machine's own (the key it pushes with), and every
+// string it sent is made printable before it reaches the terminal.
 func StashListRemote(e *guard.Engine, out io.Writer, src string, asJSON bool) error {
-	entries, err := e.Stash().ListRegistry(context.Background(), e.Registry(), src)
+	store := e.Stash()
+	if own, err := secretKey(e); err == nil {
+		store.Trusted = append(store.Trusted, own.Public())
+	}
+	entries, err := store.ListRegistry(context.Background(), e.Registry(), src)
 	if err != nil {
 		return fmt.Errorf("cannot list %s: %w", src, err)
 	}
 	r := StashListRemoteReport{Registry: src, Entries: []RemoteEntry{}}
 	keys := map[string]*stash.Key{}
 	for _, en := range entries {
+		re := RemoteEntry{RemoteEntry: en}
+		if en.Unusable != "" {
+			re.Differs = []string{en.Unusable}
+			r.Entries = append(r.Entries, re)
+			continue
+		}
 		k, ok := keys[en.Recipe]
 		if !ok {
 			if rec := e.Config().M.Build(en.Recipe); rec != nil {
@@ -252,7 +266,6 @@ func StashListRemote(e *guard.Engine, out io.Writer, src string, asJSON bool) er
 			}
 			keys[en.Recipe] = k
 		}
-		re := RemoteEntry{RemoteEntry: en}
 		switch {
 		case k == nil:
 			re.Differs = []string{"no such recipe here"}
@@ -281,13 +294,13 @@ func StashListRemote(e *guard.Engine, out io.Writer, src string, asJSON bool) er
 	for _, en := range r.Entries {
 		signed := strings.Join(en.SignedBy, ",")
 		if signed == "" {
-			signed = "nobody"
+			signed = "none verified"
 		}
 		match := yesNo(en.Matches)
 		if !en.Matches {
 			match += ": " + strings.Join(en.Differs, "; ")
 		}
-		fmt.Fprintf(tw, "%s\t%.12s\t%d\t%s\t%s\t%s\n", printable(en.Recipe), en.Key, en.Bytes, en.Created.Local().Format(time.DateTime), printable(signed), printable(match))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", printable(en.Recipe), printable(fmt.Sprintf("%.12s", en.Key)), en.Bytes, en.Created.Local().Format(time.DateTime), printable(signed), printable(match))
 	}
 	tw.Flush()
 	fmt.Fprintf(out, "%d %s in %s\n", len(r.Entries), plural(len(r.Entries), "entry", "entries"), src)

@@ -194,22 +194,35 @@ func (s *Store) fromRegistry(ctx context.Context, src, recipe, key string) (Item
 }
 
 // RemoteEntry is one entry of a registry, as `guard stash list oci://…`
-// shows it.
+// shows it. A registry's manifest, config and annotations are not signed:
+// only the entry's header is (signed.go). So the recipe, key, source,
+// compiler and files come from that header once a trusted key's signature
+// of it verified (Verified), and until then from the unsigned config, as
+// claims; the caller makes every string printable before showing it.
 type RemoteEntry struct {
 	Recipe   string    `json:"recipe"`
 	Key      string    `json:"key"`
 	Bytes    int64     `json:"bytes"`
-	Created  time.Time `json:"created"`
+	Created  time.Time `json:"created"` // the config's: never signed
 	Source   string    `json:"source"`
 	Compiler string    `json:"compiler"`
 	Files    int       `json:"files"`
-	// SignedBy names the keys that signed it (not checked here: a
-	// restore checks them).
+	// SignedBy names the trusted keys whose signature of the entry was
+	// checked and verified; none when no signature verified.
 	SignedBy []string `json:"signed_by"`
+	// Verified says the fields above come from the signed header.
+	Verified bool `json:"verified"`
+	// Claimed are the key names the other signatures claim: by a key not
+	// trusted here, or not verifying. Not to be shown as signers.
+	Claimed []string `json:"claimed_signers,omitempty"`
+	// Unusable says why a restore would refuse it, when it would.
+	Unusable string `json:"unusable,omitempty"`
 }
 
-// ListRegistry lists the entries in the registry src: every stash- tag,
-// with what its config says.
+// ListRegistry lists the entries in the registry src: every stash- tag.
+// An entry a trusted key claims to have signed is fetched (bounded by the
+// stash's bound, as a restore bounds it) and its signatures checked; the
+// others are listed from their unsigned config, unverified.
 func (s *Store) ListRegistry(ctx context.Context, client *registry.Client, src string) ([]RemoteEntry, error) {
 	ref, err := registry.Parse(src)
 	if err != nil {
@@ -238,11 +251,60 @@ func (s *Store) ListRegistry(ctx context.Context, client *registry.Client, src s
 			continue
 		}
 		e := RemoteEntry{Recipe: cfg.Recipe, Key: cfg.Key, Bytes: m.Layers[0].Size, Created: cfg.Created, Source: cfg.Source, Compiler: cfg.Compiler, Files: len(cfg.Files), SignedBy: []string{}}
-		for _, sig := range parseSigs([]byte(m.Annotations[annSignatures])) {
+		sigs := parseSigs([]byte(m.Annotations[annSignatures]))
+		e.Unusable = s.verifyRemote(ctx, repo, tag, m, sigs, &e)
+		for _, sig := range sigs {
 			name, _, _ := strings.Cut(sig, ":")
-			e.SignedBy = append(e.SignedBy, name)
+			if !slices.Contains(e.SignedBy, name) && !slices.Contains(e.Claimed, name) {
+				e.Claimed = append(e.Claimed, name)
+			}
 		}
 		out = append(out, e)
 	}
 	return out, nil
 }
+
+// verifyRemote checks an entry of a registry as a restore would, short of
+// placing it: its layer fetched only when a trusted key's name is among
+// its signatures, then each signature checked against the trusted keys.
+// It fills e from the signed header when one verifies, and returns why a
+// restore would refuse the entry ("" when it would take it).
+func (s *Store) verifyRemote(ctx context.Context, repo *registry.Repository, tag string, m registry.Manifest, sigs []string, e *RemoteEntry) string {
+	layer := m.Layers[0]
+	switch {
+	case len(s.Trusted) == 0:
+		return "no key is trusted here ([stash] trusted_keys)"
+	case len(sigs) == 0:
+		return "unsigned"
+	case !namesTrusted(sigs, s.Trusted):
+		return "signed by no key trusted here"
+	case layer.MediaType != ociLayerType:
+		return "not a guard stash entry"
+	case layer.Size > s.maxBytes():
+		return fmt.Sprintf("%d bytes, over the stash's bound of %d", layer.Size, s.maxBytes())
+	}
+	data, err := repo.FetchBlob(ctx, layer, s.maxBytes())
+	if err != nil {
+		return "its layer cannot be read: " + oneLine(err)
+	}
+	msg, err := signedMessage(data)
+	if err != nil {
+		return "damaged: " + oneLine(err)
+	}
+	for _, sig := range sigs {
+		if name, err := sign.Verify(msg, []string{sig}, s.Trusted); err == nil && !slices.Contains(e.SignedBy, name) {
+			e.SignedBy = append(e.SignedBy, name)
+		}
+	}
+	if len(e.SignedBy) == 0 {
+		return "no signature by a trusted key verifies"
+	}
+	h, _, _ := parseEntry(data) // parsed by signedMessage already
+	*e = RemoteEntry{Recipe: h.Recipe, Key: h.Key, Bytes: layer.Size, Created: e.Created, Source: h.Source, Compiler: h.Compiler, Files: len(h.Files), SignedBy: e.SignedBy, Verified: true}
+	if ociTag(h.Recipe, h.Key) != tag {
+		return "its tag " + tag + " is not that of its recipe and key"
+	}
+	return ""
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

@@ -107,6 +107,11 @@ func TestRegistryRefusesUntrusted(t *testing.T) {
 	if _, err := fresh.Restore(context.Background(), "r", testKey, t.TempDir(), []string{"build"}, []string{dest}); !errors.Is(err, sign.ErrBadSig) {
 		t.Errorf("a signature by another key under a trusted name: %v", err)
 	}
+	// Listed, the impostor's fleet-1 is no signer: it is a claim.
+	list, err := fresh.ListRegistry(context.Background(), client, dest)
+	if err != nil || len(list) != 1 || len(list[0].SignedBy) != 0 || list[0].Verified || strings.Join(list[0].Claimed, ",") != signer.Name || list[0].Unusable == "" {
+		t.Errorf("list of an impostor's entry: %+v %v; want no signer, the claim, and why it is unusable", list, err)
+	}
 }
 
 // A registry that is down costs one error, and the restore moves on to
