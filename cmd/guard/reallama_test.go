@@ -330,94 +330,128 @@ func TestRealLlama(t *testing.T) {
 	// downloaded from it, build/bin restored from it, no build step run.
 	// The issue's goal, B's first answer in under 3 s against a cold build
 	// of six minutes, is measured here, not asserted.
-	t.Run("fleet_from_nothing_through_registry", func(t *testing.T) {
-		if !canMount(t) {
-			t.Skip("needs root and unshare: A's build and B's restore run on folders bound over GUARD_REAL_LLAMA/build")
-		}
-		if _, err := exec.LookPath("cmake"); err != nil {
-			t.Skip("cmake is not installed")
-		}
-		reg, err := guardtest.NewRegistry(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer reg.Close()
-		plain := fmt.Sprintf("\n[registry]\nplain_http = [%q]\n", reg.Host)
-		stashRef := "oci://" + reg.Host + "/fleet/stash"
-		modelRef := "oci://" + reg.Host + "/fleet/models/tiny:1"
-		build := filepath.Join(root, "build")
-		original := snapshot(t, build)
+	t.Run("fleet_from_nothing_through_registry", func(t *testing.T) { fleetCase(t, root, model, false) })
 
-		// Sandbox A: a good build fills its stash; the entry and the
-		// model go to the registry.
-		a, _, _, callA := relinkOnACopy(t, root, model, build)
-		a.WriteManifest(realLlamaManifest(root, model, true) + plain)
-		if err := reg.DockerLogin(a.Home); err != nil {
-			t.Fatal(err)
-		}
-		if r := callA("build and stash"); r.Code != 0 || r.Stdout == "" {
-			t.Fatalf("A's build: %s\nbuild log tail:\n%s", r, tail(filepath.Join(a.StateDir, "builds", "llama-cpp.log"), 30))
-		}
-		if r := a.Run("guard", "stash", "keygen", "fleet-1"); r.Code != 0 {
-			t.Fatalf("guard stash keygen: %s", r)
-		}
-		pub, err := os.ReadFile(filepath.Join(a.Home, ".config", "guard", "stash.pub"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := a.Run("guard", "stash", "push", "llama-cpp", stashRef); r.Code != 0 || !strings.Contains(r.Stdout, "pushed 1 stash entry to "+stashRef+", signed by fleet-1") {
-			t.Fatalf("guard stash push: %s", r)
-		}
-		if r := a.Run("guard", "model", "push", filepath.Join(a.Home, "models", "tiny.gguf"), modelRef); r.Code != 0 {
-			t.Fatalf("guard model push: %s", r)
-		}
+	// The same, with B's checkout at another path (a copy of the sources,
+	// no build folder) while GUARD_REAL_LLAMA/build is an empty folder in
+	// B's mount namespace: A's binaries carry the absolute RUNPATH of
+	// GUARD_REAL_LLAMA/build/bin (CMake's default build RPATH), which the
+	// stash rewrote as $ORIGIN when it kept the entry (docs/stash.md,
+	// "Another checkout path"); B's tools must load their libraries from
+	// beside themselves and answer with no build step.
+	t.Run("fleet_at_another_checkout_path", func(t *testing.T) { fleetCase(t, root, model, true) })
+}
 
-		// Sandbox B: from nothing.
-		m := realLlamaManifest(root, model, true)
-		m = strings.Replace(m, `timeout = "10m"`, fmt.Sprintf("timeout = \"10m\"\nstash_from = [%q]", stashRef), 1)
-		m = strings.Replace(m, `urls = ["file://$DIR/mirror/tiny.gguf"]`, fmt.Sprintf("urls = [%q]", modelRef), 1)
-		m += plain + fmt.Sprintf("\n[stash]\ntrusted_keys = [%q]\n", strings.TrimSpace(string(pub)))
-		b := newFaultEnv(t, m).With("GUARD_CACHE=off")
-		if err := reg.DockerLogin(b.Home); err != nil {
+// fleetCase is TestRealLlama's fleet case; moved puts B's checkout at
+// another path than A's.
+func fleetCase(t *testing.T, root string, model []byte, moved bool) {
+	if !canMount(t) {
+		t.Skip("needs root and unshare: A's build and B's restore run on folders bound over GUARD_REAL_LLAMA/build")
+	}
+	if _, err := exec.LookPath("cmake"); err != nil {
+		t.Skip("cmake is not installed")
+	}
+	reg, err := guardtest.NewRegistry(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	plain := fmt.Sprintf("\n[registry]\nplain_http = [%q]\n", reg.Host)
+	stashRef := "oci://" + reg.Host + "/fleet/stash"
+	modelRef := "oci://" + reg.Host + "/fleet/models/tiny:1"
+	build := filepath.Join(root, "build")
+	original := snapshot(t, build)
+
+	// Sandbox A: a good build fills its stash; the entry and the
+	// model go to the registry.
+	a, _, _, callA := relinkOnACopy(t, root, model, build)
+	a.WriteManifest(realLlamaManifest(root, model, true) + plain)
+	if err := reg.DockerLogin(a.Home); err != nil {
+		t.Fatal(err)
+	}
+	if r := callA("build and stash"); r.Code != 0 || r.Stdout == "" {
+		t.Fatalf("A's build: %s\nbuild log tail:\n%s", r, tail(filepath.Join(a.StateDir, "builds", "llama-cpp.log"), 30))
+	}
+	if r := a.Run("guard", "stash", "keygen", "fleet-1"); r.Code != 0 {
+		t.Fatalf("guard stash keygen: %s", r)
+	}
+	pub, err := os.ReadFile(filepath.Join(a.Home, ".config", "guard", "stash.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := a.Run("guard", "stash", "push", "llama-cpp", stashRef); r.Code != 0 || !strings.Contains(r.Stdout, "pushed 1 stash entry to "+stashRef+", signed by fleet-1") {
+		t.Fatalf("guard stash push: %s", r)
+	}
+	if r := a.Run("guard", "model", "push", filepath.Join(a.Home, "models", "tiny.gguf"), modelRef); r.Code != 0 {
+		t.Fatalf("guard model push: %s", r)
+	}
+
+	// Sandbox B: from nothing; when moved, its checkout is a copy of
+	// the sources at another path, with no build folder.
+	bRoot, bBuild := root, ""
+	if moved {
+		bRoot = filepath.Join(t.TempDir(), "llama.cpp")
+		if err := os.Mkdir(bRoot, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		empty := filepath.Join(t.TempDir(), "build")
-		if err := os.Mkdir(empty, 0o755); err != nil {
-			t.Fatal(err)
+		cp := exec.Command("sh", "-c", `tar -C "$1" --exclude=./build -cf - . | tar -C "$2" -xf -`, "sh", root, bRoot)
+		if out, err := cp.CombinedOutput(); err != nil {
+			t.Fatalf("copy the sources to %s: %v\n%s", bRoot, err, out)
 		}
-		mpath := filepath.Join(b.Home, "models", "tiny.gguf")
-		r := b.underMount("bind", build, empty, "llama-completion", "-m", mpath, "-p", "fleet", "-n", "8")
-		if r.Code != 0 || r.Stdout == "" {
-			t.Fatalf("B's first call: %s\nbuild log tail:\n%s", r, tail(filepath.Join(b.StateDir, "builds", "llama-cpp.log"), 30))
+		bBuild = filepath.Join(bRoot, "build")
+	}
+	m := realLlamaManifest(bRoot, model, true)
+	m = strings.Replace(m, `timeout = "10m"`, fmt.Sprintf("timeout = \"10m\"\nstash_from = [%q]", stashRef), 1)
+	m = strings.Replace(m, `urls = ["file://$DIR/mirror/tiny.gguf"]`, fmt.Sprintf("urls = [%q]", modelRef), 1)
+	m += plain + fmt.Sprintf("\n[stash]\ntrusted_keys = [%q]\n", strings.TrimSpace(string(pub)))
+	b := newFaultEnv(t, m).With("GUARD_CACHE=off")
+	if err := reg.DockerLogin(b.Home); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(t.TempDir(), "build")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mpath := filepath.Join(b.Home, "models", "tiny.gguf")
+	r := b.underMount("bind", build, empty, "llama-completion", "-m", mpath, "-p", "fleet", "-n", "8")
+	if r.Code != 0 || r.Stdout == "" {
+		t.Fatalf("B's first call: %s\nbuild log tail:\n%s", r, tail(filepath.Join(b.StateDir, "builds", "llama-cpp.log"), 30))
+	}
+	if !strings.Contains(r.Stderr, "restored llama-cpp from "+stashRef) || !strings.Contains(r.Stderr, "no build needed") {
+		t.Fatalf("B's first call did not say it restored from the registry:\n%s", r.Stderr)
+	}
+	if rb := logEvents(t, b.Log, "binary.rebuild"); len(rb) != 0 {
+		t.Fatalf("B ran a build step: %v", rb)
+	}
+	restores := logEvents(t, b.Log, "binary.restore")
+	if len(restores) != 1 || restores[0]["result"] != "ok" || !strings.Contains(fmt.Sprint(restores[0]["reason"]), "from "+stashRef) {
+		t.Fatalf("want one restore from %s: %v", stashRef, restores)
+	}
+	dl := logEvents(t, b.Log, "model.download")
+	if len(dl) != 1 || dl[0]["result"] != "ok" || dl[0]["bytes"] != float64(len(model)) {
+		t.Fatalf("want one download of the model from the registry: %v", dl)
+	}
+	if got, err := os.ReadFile(mpath); err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("B's model is not A's (%d bytes, %v)", len(got), err)
+	}
+	restoredTo := empty
+	if moved {
+		restoredTo = bBuild
+	}
+	for _, tool := range []string{"llama-completion", "llama-simple"} {
+		if st, err := os.Stat(filepath.Join(restoredTo, "bin", tool)); err != nil || st.Mode()&0o111 == 0 {
+			t.Fatalf("%s was not restored into B's build folder: %v", tool, err)
 		}
-		if !strings.Contains(r.Stderr, "restored llama-cpp from "+stashRef) || !strings.Contains(r.Stderr, "no build needed") {
-			t.Fatalf("B's first call did not say it restored from the registry:\n%s", r.Stderr)
-		}
-		if rb := logEvents(t, b.Log, "binary.rebuild"); len(rb) != 0 {
-			t.Fatalf("B ran a build step: %v", rb)
-		}
-		restores := logEvents(t, b.Log, "binary.restore")
-		if len(restores) != 1 || restores[0]["result"] != "ok" || !strings.Contains(fmt.Sprint(restores[0]["reason"]), "from "+stashRef) {
-			t.Fatalf("want one restore from %s: %v", stashRef, restores)
-		}
-		dl := logEvents(t, b.Log, "model.download")
-		if len(dl) != 1 || dl[0]["result"] != "ok" || dl[0]["bytes"] != float64(len(model)) {
-			t.Fatalf("want one download of the model from the registry: %v", dl)
-		}
-		if got, err := os.ReadFile(mpath); err != nil || !bytes.Equal(got, model) {
-			t.Fatalf("B's model is not A's (%d bytes, %v)", len(got), err)
-		}
-		for _, tool := range []string{"llama-completion", "llama-simple"} {
-			if st, err := os.Stat(filepath.Join(empty, "bin", tool)); err != nil || st.Mode()&0o111 == 0 {
-				t.Fatalf("%s was not restored into B's build folder: %v", tool, err)
-			}
-		}
-		if now := snapshot(t, build); !maps.Equal(original, now) {
-			t.Fatalf("%s changed under the test", build)
-		}
-		t.Logf("B from nothing to its first answer through the registry: %s (build/bin restored from a %.0f-byte signed entry in %v ms; the %d-byte model downloaded in %v ms; no build step)",
-			r.Elapsed.Round(time.Millisecond), restores[0]["bytes"], restores[0]["duration_ms"], len(model), dl[0]["duration_ms"])
-	})
+	}
+	if now := snapshot(t, build); !maps.Equal(original, now) {
+		t.Fatalf("%s changed under the test", build)
+	}
+	where := "at A's checkout path"
+	if moved {
+		where = "at another checkout path, " + bRoot
+	}
+	t.Logf("B (%s) from nothing to its first answer through the registry: %s (build/bin restored from a %.0f-byte signed entry in %v ms; the %d-byte model downloaded in %v ms; no build step)",
+		where, r.Elapsed.Round(time.Millisecond), restores[0]["bytes"], restores[0]["duration_ms"], len(model), dl[0]["duration_ms"])
 }
 
 // The issue's own scenario (docs/healing-in-the-background.md): build/

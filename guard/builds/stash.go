@@ -128,6 +128,16 @@ func (b *Builder) stashBuild(ctx context.Context, name string, rec *manifest.Bui
 		return
 	}
 	note := fmt.Sprintf("stashed %s (%d bytes, key %.12s, source %s)", name, it.Size, it.Key, key.Source)
+	if len(it.Pinned) > 0 {
+		// One line: the entry restores only at this checkout path.
+		more := ""
+		if len(it.Pinned) > 1 {
+			more = fmt.Sprintf(" (and %d more)", len(it.Pinned)-1)
+		}
+		line := fmt.Sprintf("the stash entry of %s answers only at %s: %s%s; docs/stash.md says how to make a build relocatable", name, rec.Dir, it.Pinned[0], more)
+		fmt.Fprintf(b.stderr(), "guard: %s\n", line)
+		note += "; " + line
+	}
 	if rec.StashTo != "" && b.PushTo != nil {
 		// In the background: a registry that is slow or down never
 		// slows or fails the heal (docs/registry.md).

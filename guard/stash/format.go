@@ -229,6 +229,9 @@ type Item struct {
 	Size    int64     `json:"bytes"`
 	SHA256  string    `json:"sha256"`
 	Created time.Time `json:"created"`
+	// Pinned, from Save, says which files keep an absolute path into the
+	// checkout and why: the entry answers only at this checkout path.
+	Pinned []string `json:"-"`
 }
 
 // Name is the entry's file name: a hash of its recipe and key, so that no

@@ -44,6 +44,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/sandbox-guard/guard/guard/elfpath"
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/sign"
@@ -249,14 +250,23 @@ func (s *Store) save(ctx context.Context, recipe string, key Key, root string, o
 	if err != nil {
 		return Item{}, err
 	}
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return Item{}, err
+	}
 	var total int64
+	var pinned []string
 	for _, f := range files {
 		if !f.IsLink() {
-			if f.Size, f.SHA256, err = copyFile(zw, filepath.Join(root, filepath.FromSlash(f.Path)), maxUnpacked-total); err != nil {
+			var kept []string
+			if f.Size, f.SHA256, kept, err = copyFile(zw, filepath.Join(root, filepath.FromSlash(f.Path)), maxUnpacked-total, relocator(root, real, f.Path, outputs)); err != nil {
 				zw.Close()
 				return Item{}, err
 			}
 			total += f.Size
+			for _, k := range kept {
+				pinned = append(pinned, f.Path+" keeps its "+k)
+			}
 		}
 		h.Files = append(h.Files, f)
 	}
@@ -268,8 +278,33 @@ func (s *Store) save(ctx context.Context, recipe string, key Key, root string, o
 		return Item{}, fmt.Errorf("the entry is %d bytes, %w of %d ([stash] max_bytes)", len(data), errOverBound, s.maxBytes())
 	}
 	sum := sha256.Sum256(data)
-	it := Item{Recipe: recipe, Key: key.Sum, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Created: time.Now()}
+	it := Item{Recipe: recipe, Key: key.Sum, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Created: time.Now(), Pinned: pinned}
 	return it, s.put(ctx, it, data)
+}
+
+// relocator is elfpath's origin for the file at rel (below root, whose
+// real path is real): an absolute folder of its RUNPATH or RPATH that is
+// in the outputs becomes $ORIGIN-relative, so that the entry answers at
+// any checkout path (docs/stash.md, "Another checkout path"); one in the
+// checkout but outside the outputs cannot move, and says why.
+func relocator(root, real, rel string, outputs []string) func(string) (string, string) {
+	return func(dir string) (string, string) {
+		in, ok := relBelow(filepath.Clean(dir), root, real)
+		if !ok {
+			return "", "" // outside the checkout (a system or SDK folder): the same on every machine or not, as before
+		}
+		if !underOutputs(in, outputs) && !slices.ContainsFunc(outputs, func(o string) bool { return path.Clean(o) == in }) {
+			return "", "it is in the checkout but outside the output folders, which the entry does not hold"
+		}
+		up, err := filepath.Rel(path.Dir(rel), in)
+		if err != nil {
+			return "", ""
+		}
+		if up == "." {
+			return "$ORIGIN", ""
+		}
+		return "$ORIGIN/" + filepath.ToSlash(up), ""
+	}
 }
 
 // collect lists the files to keep: each path, and for a symlink the file
@@ -337,25 +372,36 @@ func relBelow(p, root, real string) (string, bool) {
 }
 
 // copyFile writes the regular file at p, at most limit bytes long, to w and
-// returns its size and sha256.
-func copyFile(w io.Writer, p string, limit int64) (int64, string, error) {
+// returns its size and sha256. An ELF file's absolute RUNPATH and RPATH
+// folders that origin maps are rewritten on the way (elfpath), so the
+// sha256, and the signature over it, are of the rewritten bytes; kept says
+// which stay absolute though they name the checkout, and why.
+func copyFile(w io.Writer, p string, limit int64, origin func(string) (string, string)) (n int64, sum string, kept []string, err error) {
 	f, fi, err := state.OpenRegularStat(p, true)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	defer f.Close()
 	if fi.Size() > limit {
-		return 0, "", fmt.Errorf("%s is %d bytes: the entry's files would claim more than %d", p, fi.Size(), int64(maxUnpacked))
+		return 0, "", nil, fmt.Errorf("%s is %d bytes: the entry's files would claim more than %d", p, fi.Size(), int64(maxUnpacked))
+	}
+	var src io.Reader = f
+	if origin != nil {
+		// A file that does not parse is kept as it is: it was healthy
+		// enough to be stashed, and the rewrite is an improvement only.
+		if plan, err := elfpath.Plan(f, origin); err == nil {
+			src, kept = elfpath.Apply(f, plan.Patches), plan.Kept
+		}
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(f, limit+1))
+	n, err = io.Copy(io.MultiWriter(w, h), io.LimitReader(src, limit+1))
 	if err != nil {
-		return 0, "", fmt.Errorf("copy %s: %w", p, err)
+		return 0, "", nil, fmt.Errorf("copy %s: %w", p, err)
 	}
 	if n > limit {
-		return 0, "", fmt.Errorf("%s grew past %d bytes while it was read", p, limit)
+		return 0, "", nil, fmt.Errorf("%s grew past %d bytes while it was read", p, limit)
 	}
-	return n, hex.EncodeToString(h.Sum(nil)), nil
+	return n, hex.EncodeToString(h.Sum(nil)), kept, nil
 }
 
 // boundedBuffer is a bytes.Buffer that refuses to grow past limit: a Save
