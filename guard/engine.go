@@ -161,9 +161,15 @@ func (e *Engine) builder() *builds.Builder {
 // session of its own, at low priority, its output in the recipe's push
 // log (STATE/stash/push-RECIPE.log, the last push's, appended to so that
 // an older push still running leaves no hole), and does not wait for it:
-// a build's stash_to (docs/registry.md).
+// a build's stash_to (docs/registry.md). The push is marked pending
+// first: until it succeeds, a heal that restores the recipe and `guard
+// heal` start it again.
 func (e *Engine) pushInBackground(recipe, key, dest string) error {
-	logf, err := state.OpenOwn(e.Stash().PushLog(recipe), os.O_RDWR|os.O_APPEND, 0o600)
+	store := e.Stash()
+	if err := store.MarkPending(recipe, key, dest); err != nil {
+		return err
+	}
+	logf, err := state.OpenOwn(store.PushLog(recipe), os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -173,6 +179,13 @@ func (e *Engine) pushInBackground(recipe, key, dest string) error {
 	}
 	_, err = healjob.Spawn(e.c.Self, []string{"guard", "stash", "push", "--entry", key, recipe, dest}, e.c.Env, logf)
 	return err
+}
+
+// RetryPush starts again, in the background, the stash_to push of rec's
+// entry that has not been made yet (stash.PendingPush), and returns it;
+// false when none waits.
+func (e *Engine) RetryPush(rec *manifest.Build) (stash.PendingPush, bool, error) {
+	return e.builder().RetryPush(rec)
 }
 
 // Stash is the stash of builds in guard's state folder.

@@ -119,8 +119,8 @@ func cmdRegistryProxy(ts *testscript.TestScript, neg bool, args []string) {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 			return
 		}
-		r.Host = target.Host
-		proxy.ServeHTTP(w, r)
+		proxy.ServeHTTP(w, r) // the Host header stays the proxy's: the registry's upload locations name it
+
 	}))
 	ts.Defer(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")

@@ -92,6 +92,11 @@ func (b *Builder) restoreKeyed(ctx context.Context, tool, name string, rec *mani
 	switch {
 	case err == nil:
 		ev.Reason = "from " + got.From
+		// A heal that restores is when a push that failed is made again:
+		// never on a healthy call.
+		if _, started, perr := b.RetryPush(rec); started || perr != nil {
+			b.pushNote(name, rec, perr)
+		}
 		fmt.Fprintf(b.stderr(), "guard: restored %s from %s in %s (%s, a %s entry); no build needed\n",
 			name, got.From, time.Since(start).Round(10*time.Millisecond), units.Count(got.Files, "file", "files"), units.Bytes(got.Bytes))
 	case errors.Is(err, stash.ErrNoEntry):
@@ -146,6 +151,37 @@ func (b *Builder) stashBuild(ctx context.Context, name string, rec *manifest.Bui
 		} else {
 			note += fmt.Sprintf("; pushing it to %s in the background", rec.StashTo)
 		}
+	}
+	if logf, err := openLog(b.LogPath(name)); err == nil {
+		fmt.Fprintf(logf, "== guard: %s\n", note)
+		logf.Close()
+	}
+}
+
+// RetryPush starts again, in the background, the stash_to push of rec's
+// entry that failed or never ran to its end (stash.PendingPush), to the
+// recipe's stash_to of now. It returns the pending push and whether one
+// was started; nothing waits when the recipe has no stash_to.
+func (b *Builder) RetryPush(rec *manifest.Build) (stash.PendingPush, bool, error) {
+	if b.Stash == nil || b.PushTo == nil || rec.StashTo == "" {
+		return stash.PendingPush{}, false, nil
+	}
+	p, ok := b.Stash.Pending(rec.Name)
+	if !ok {
+		return p, false, nil
+	}
+	if err := b.PushTo(rec.Name, p.Key, rec.StashTo); err != nil {
+		return p, false, err
+	}
+	return p, true, nil
+}
+
+// pushNote writes to the recipe's build log that a pending push was
+// started again, or why it could not be.
+func (b *Builder) pushNote(name string, rec *manifest.Build, err error) {
+	note := fmt.Sprintf("pushing the entry of %s not yet pushed to %s again, in the background", name, rec.StashTo)
+	if err != nil {
+		note = fmt.Sprintf("the entry of %s not yet pushed to %s: cannot start its push: %s", name, rec.StashTo, oneLine(err))
 	}
 	if logf, err := openLog(b.LogPath(name)); err == nil {
 		fmt.Fprintf(logf, "== guard: %s\n", note)

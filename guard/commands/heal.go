@@ -30,9 +30,9 @@ type HealOptions struct {
 
 // HealResult is one line of heal's summary.
 type HealResult struct {
-	Kind   string `json:"kind"`  // path, shims, shim, link, tool, model, auth
+	Kind   string `json:"kind"`  // path, shims, shim, link, tool, model, auth, push (a stash_to push not yet made)
 	Name   string `json:"name"`  // what was looked at
-	State  string `json:"state"` // ok, healed, removed, failed, missing (auth); would-heal, would-fail (dry run)
+	State  string `json:"state"` // ok, healed, removed, failed, missing (auth), started (push); would-heal, would-fail (dry run)
 	Detail string `json:"detail,omitempty"`
 }
 
@@ -79,6 +79,7 @@ func Heal(ctx context.Context, e *guard.Engine, out io.Writer, o HealOptions) (b
 	h.models(ctx, r, jobs, want)
 	if len(o.Names) == 0 {
 		h.auth()
+		h.pushes(r)
 	}
 	report := HealReport{OK: h.ok, DryRun: o.DryRun, Plan: planTotal(jobs), Results: h.results}
 	if o.DryRun {
@@ -273,6 +274,28 @@ func (h *healer) models(ctx context.Context, r *Report, jobs []*job, want func(s
 				h.add("model", m.File, "healed", "")
 			}
 		}
+	}
+}
+
+// pushes starts again, in the background, each stash_to push not yet made
+// (docs/registry.md): the heal does not wait for the registry.
+func (h *healer) pushes(r *Report) {
+	c := h.e.Config()
+	for _, b := range r.Builds {
+		p := b.Stash.NotPushed
+		rec := c.M.Build(b.Name)
+		if p == nil || rec == nil {
+			continue
+		}
+		if h.dryRun {
+			h.add("push", b.Name, "would-heal", fmt.Sprintf("push the entry %.12s to %s again, in the background", p.Key, rec.StashTo))
+			continue
+		}
+		if _, _, err := h.e.RetryPush(rec); err != nil {
+			h.add("push", b.Name, "failed", "cannot start the push of the entry not yet pushed: "+oneLine(err.Error()))
+			continue
+		}
+		h.add("push", b.Name, "started", fmt.Sprintf("pushing the entry %.12s to %s again, in the background (log %s)", p.Key, rec.StashTo, tilde(c.Home, h.e.Stash().PushLog(b.Name))))
 	}
 }
 

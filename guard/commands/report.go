@@ -187,7 +187,8 @@ func fixPath(shimDir string) string { return install.ExportPath(shimDir) }
 // only the caller's shell can run), an OpenClaw whose exec tool does not
 // put the shim folder first (install, unless install --no-openclaw said
 // to leave it), a shim, tool or model a heal brings
-// back, or the command only the person can run (a tool's or model's Fix).
+// back, a stash_to push not yet made (a heal starts it again), or the
+// command only the person can run (a tool's or model's Fix).
 // A tool never built or a model never fetched here is not a problem
 // (a fresh install is not an emergency: see notFetched), nor is a stale
 // link, a missing package or missing auth: packages are installed when a
@@ -220,6 +221,11 @@ func (r *Report) problems() []Problem {
 	for _, m := range r.Models {
 		if !modelUsable(m.State) && m.State != "not-fetched" {
 			add("model "+printable(m.File), cmp.Or(m.Fix, r.waitFor(m.File), fixHeal))
+		}
+	}
+	for _, b := range r.Builds {
+		if b.Stash.NotPushed != nil {
+			add("stash_to of "+printable(b.Name), fixHeal)
 		}
 	}
 	return out

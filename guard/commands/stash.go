@@ -9,11 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard"
+	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/sign"
 	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/guard/state"
@@ -35,6 +37,10 @@ type StashState struct {
 	// background push ("" before the first).
 	PushTo   string `json:"push_to,omitempty"`
 	LastPush string `json:"last_push,omitempty"`
+	// NotPushed is the entry whose stash_to push has not been made yet
+	// (it failed, or still runs): a heal that restores the recipe, or
+	// guard heal, starts it again.
+	NotPushed *stash.PendingPush `json:"not_pushed,omitempty"`
 }
 
 // SourceState is a stash source and its last answer.
@@ -61,6 +67,9 @@ func stashState(e *guard.Engine, items []stash.Item, rec *manifest.Build) StashS
 	if rec.StashTo != "" {
 		st.PushTo = rec.StashTo
 		st.LastPush = lastLine(e.Stash().PushLog(rec.Name))
+		if p, ok := e.Stash().Pending(rec.Name); ok {
+			st.NotPushed = &p
+		}
 	}
 	for _, it := range items {
 		if it.Recipe == rec.Name {
@@ -201,16 +210,37 @@ func StashPush(e *guard.Engine, out io.Writer, recipes []string, entry, dest str
 		if len(recipes) != 1 {
 			return errors.New("stash push --entry KEY names one build: guard stash push --entry KEY BUILD oci://HOST/REPO")
 		}
-		if err := store.PushEntry(ctx, e.Registry(), dest, recipes[0], entry, key); err != nil {
-			return fmt.Errorf("cannot push the entry %.12s of %s to %s: %w", entry, recipes[0], dest, err)
+		err := store.PushEntry(ctx, e.Registry(), dest, recipes[0], entry, key)
+		if errors.Is(err, stash.ErrNoEntry) {
+			// Evicted from the local stash since: nothing is left to
+			// push, and nothing waits any more.
+			store.ClearPending(recipes[0], entry, dest)
+			return fmt.Errorf("cannot push the entry %.12s of %s to %s: it is no longer in the local stash; the next good build pushes its own", entry, recipes[0], dest)
 		}
+		if err != nil {
+			e.Event(heallog.Event{Level: "warn", Event: "stash.push", Tool: recipes[0], Target: dest, Result: "failed", Reason: oneLine(err.Error())})
+			return fmt.Errorf("cannot push the entry %.12s of %s to %s: %w; guard heal tries again", entry, recipes[0], dest, err)
+		}
+		store.ClearPending(recipes[0], entry, dest)
+		e.Event(heallog.Event{Event: "stash.push", Tool: recipes[0], Target: dest, Result: "ok", Reason: "entry " + entry[:min(len(entry), 12)]})
 		fmt.Fprintf(out, "pushed the entry %.12s of %s to %s, signed by %s\n", entry, recipes[0], dest, key.Name)
 		return nil
 	}
 	n, err := store.Push(ctx, e.Registry(), dest, recipes, key)
 	if err != nil {
+		e.Event(heallog.Event{Level: "warn", Event: "stash.push", Target: dest, Result: "failed", Reason: oneLine(err.Error())})
 		return fmt.Errorf("cannot push to %s (%d pushed): %w", dest, n, err)
 	}
+	// Every local entry of the recipes went: a push that waited for one
+	// of them is made.
+	if items, err := store.List(); err == nil {
+		for _, it := range items {
+			if len(recipes) == 0 || slices.Contains(recipes, it.Recipe) {
+				store.ClearPending(it.Recipe, it.Key, dest)
+			}
+		}
+	}
+	e.Event(heallog.Event{Event: "stash.push", Target: dest, Result: "ok", Reason: units.Count(n, "entry", "entries")})
 	fmt.Fprintf(out, "pushed %d %s to %s, signed by %s\nother machines restore from it with stash_from = [%q] in their [builds.NAME]\nand trusted_keys = [%q] in their [stash]\n",
 		n, plural(n, "stash entry", "stash entries"), dest, key.Name, dest, key.Public().String())
 	return nil

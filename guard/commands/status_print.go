@@ -362,12 +362,17 @@ func answerText(s SourceState) string {
 	return t
 }
 
-// pushText is the last line of the last background push.
+// pushText is the last line of the last background push, after the
+// entry not yet pushed, when one waits.
 func pushText(s StashState) string {
-	if s.LastPush == "" {
-		return "no push yet"
+	last := "no push yet"
+	if s.LastPush != "" {
+		last = "last push: " + strings.TrimPrefix(s.LastPush, "guard: ")
 	}
-	return "last push: " + strings.TrimPrefix(s.LastPush, "guard: ")
+	if p := s.NotPushed; p != nil {
+		return fmt.Sprintf("entry %.12s not yet pushed (waiting %s, %s); %s", p.Key, time.Since(p.Since).Round(time.Second), units.Count(p.Tries, "try", "tries"), last)
+	}
+	return last
 }
 
 // stashText says what a recipe's stash holds and whether a heal would

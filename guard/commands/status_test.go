@@ -68,8 +68,16 @@ type documentedReport struct {
 				Result string    `json:"result"`
 				Reason string    `json:"reason"`
 			} `json:"sources"`
-			PushTo   string `json:"push_to"`
-			LastPush string `json:"last_push"`
+			PushTo    string `json:"push_to"`
+			LastPush  string `json:"last_push"`
+			NotPushed *struct {
+				Recipe string    `json:"recipe"`
+				Key    string    `json:"key"`
+				Dest   string    `json:"dest"`
+				Since  time.Time `json:"since"`
+				Tries  int       `json:"tries"`
+				Last   time.Time `json:"last_try"`
+			} `json:"not_pushed"`
 		} `json:"stash"`
 	} `json:"builds"`
 	Packages []struct {
@@ -219,6 +227,10 @@ func fill(v reflect.Value) {
 		s := reflect.MakeSlice(v.Type(), 1, 1)
 		fill(s.Index(0))
 		v.Set(s)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fill(p.Elem())
+		v.Set(p)
 	case reflect.Struct:
 		if v.Type() == reflect.TypeOf(time.Time{}) {
 			v.Set(reflect.ValueOf(time.Date(2026, 8, 31, 12, 0, 0, 0, time.UTC)))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -108,4 +109,69 @@ func sourceResult(err error) SourceResult {
 		r.Result, r.Reason = "failed", strings.ReplaceAll(err.Error(), "\n", " ")
 	}
 	return r
+}
+
+// A stash_to push that failed is pushed again (docs/registry.md): before
+// the background push of an entry starts, a small marker says which entry
+// of the recipe waits to reach which registry; the push removes it once
+// the registry took the entry. A marker still there is a push not yet
+// made: the next heal that restores the recipe, and `guard heal`, start
+// it again, and `guard status` shows it. One marker a recipe: a newer
+// entry's push replaces an older one's, which a registry no longer needs.
+
+// PendingPush is an entry of a recipe not yet pushed to Dest.
+type PendingPush struct {
+	Recipe string    `json:"recipe"`
+	Key    string    `json:"key"`
+	Dest   string    `json:"dest"`
+	Since  time.Time `json:"since"`    // when the first push of this entry started
+	Tries  int       `json:"tries"`    // pushes started
+	Last   time.Time `json:"last_try"` // when the last one started
+}
+
+// maxPendingFile bounds a marker: one short record.
+const maxPendingFile = 16 << 10
+
+func (s *Store) pendingPath(recipe string) string {
+	return strings.TrimSuffix(s.PushLog(recipe), ".log") + ".pending"
+}
+
+// MarkPending records that the entry key of recipe is being pushed to
+// dest and is not there yet; called before each background push starts.
+func (s *Store) MarkPending(recipe, key, dest string) error {
+	if err := s.folder(true); err != nil {
+		return err
+	}
+	p, ok := s.Pending(recipe)
+	if !ok || p.Key != key || p.Dest != dest {
+		p = PendingPush{Recipe: recipe, Key: key, Dest: dest, Since: time.Now()}
+	}
+	p.Tries++
+	p.Last = time.Now()
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return state.Replace(s.pendingPath(recipe), data, 0o600)
+}
+
+// Pending is the push of recipe's entry not yet made, if there is one.
+func (s *Store) Pending(recipe string) (PendingPush, bool) {
+	data, err := state.ReadRegular(s.pendingPath(recipe), maxPendingFile, true)
+	if err != nil {
+		return PendingPush{}, false
+	}
+	var p PendingPush
+	if json.Unmarshal(data, &p) != nil || p.Recipe != recipe || p.Key == "" || p.Dest == "" {
+		return PendingPush{}, false
+	}
+	return p, true
+}
+
+// ClearPending removes the marker of recipe when it names the entry key
+// and dest: that push is made (or has nothing left to push).
+func (s *Store) ClearPending(recipe, key, dest string) {
+	if p, ok := s.Pending(recipe); ok && p.Key == key && p.Dest == dest {
+		_ = os.Remove(s.pendingPath(recipe))
+	}
 }
