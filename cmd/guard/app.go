@@ -590,7 +590,7 @@ var manifestCommand = &cli.Command{
 			Action: func(ctx *cli.Context) error {
 				w := worldOf(ctx)
 				file := ctx.Args().First()
-				if err := commands.ManifestCheck(w.Stdout, file, w.Getenv("HOME")); err != nil {
+				if err := commands.ManifestCheck(w.Stdout, file, w.Getenv("GUARD_MANIFEST"), w.Getenv("HOME")); err != nil {
 					return exitErr(err, 125)
 				}
 				e, err := engine(ctx, false)

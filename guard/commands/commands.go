@@ -7,6 +7,7 @@ package commands
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -318,9 +319,10 @@ func sameFile(a, b string) bool {
 }
 
 // ManifestCheck is `guard manifest check [FILE]`: with no FILE it checks the
-// manifest guard would use for home.
-func ManifestCheck(out io.Writer, file, home string) error {
-	m, err := manifest.Load(file, home)
+// manifest guard would use for home: the one named (GUARD_MANIFEST) when
+// one is, else the user's file or the embedded default.
+func ManifestCheck(out io.Writer, file, named, home string) error {
+	m, err := manifest.Load(cmp.Or(file, named), home)
 	if err != nil {
 		return err
 	}
