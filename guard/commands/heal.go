@@ -68,6 +68,9 @@ func Heal(ctx context.Context, e *guard.Engine, out io.Writer, o HealOptions) (b
 	want := func(name string) bool { return len(o.Names) == 0 || slices.Contains(o.Names, name) }
 	r := gather(e)
 	jobs := plan(c, r, want)
+	if o.DryRun {
+		askSources(ctx, e, jobs)
+	}
 	h := &healer{e: e, dryRun: o.DryRun, ok: true}
 	if len(o.Names) == 0 {
 		h.shims(r)

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/manifest"
 )
 
@@ -27,6 +29,9 @@ type job struct {
 	// stashed: a stash entry matches the recipe now, so the heal restores
 	// it in about a second instead of building (docs/stash.md).
 	stashed bool
+	// from: a source of the recipe's stash_from holds an entry for its key
+	// now (a dry run asks, see askSources): the heal restores from it.
+	from string
 }
 
 // plan lists the jobs that bring back what r finds wrong or never fetched,
@@ -99,18 +104,55 @@ func plannedSteps(c *guard.Config, jobs []*job) map[string][][]string {
 // run here, and the clone it needs first.
 func (j *job) cost() string {
 	var parts []string
-	if j.stashed {
+	switch {
+	case j.stashed:
 		parts = append(parts, "a stash entry matches: restored, not built")
+	case j.from != "":
+		parts = append(parts, "an entry of "+printable(j.from)+" matches: restored from it, not built")
 	}
 	if j.clone != "" {
 		parts = append(parts, "clone "+printable(j.clone)+" first")
 	}
-	if j.built {
+	switch {
+	case j.built:
 		parts = append(parts, "last took "+took(j.last))
-	} else {
+	case !j.stashed && j.from == "":
 		parts = append(parts, "never built here")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// sourceTimeout bounds a dry run's question to one stash_from source: a
+// source that is down or slow costs the dry run this, once.
+const sourceTimeout = 5 * time.Second
+
+// askSources is a dry run's look at the stash_from sources of each build
+// job no local entry answers: one request a source (a registry's manifest
+// for the key's tag, a folder's or URL's index), in order, until one holds
+// an entry for the recipe's key now. A heal would restore from it; the dry
+// run says so instead of "never built here". Only a dry run asks: a heal
+// learns it by restoring, and its plan line names no source.
+func askSources(ctx context.Context, e *guard.Engine, jobs []*job) {
+	c := e.Config()
+	for _, j := range jobs {
+		rec := c.M.Builds[j.name]
+		if j.kind != "build" || j.stashed || rec == nil || len(rec.StashFrom) == 0 || j.clone != "" {
+			continue
+		}
+		key, err := e.StashKey(ctx, rec)
+		if err != nil {
+			continue
+		}
+		for _, src := range rec.StashFrom {
+			sctx, cancel := context.WithTimeout(ctx, sourceTimeout)
+			ok, err := e.Stash().Holds(sctx, src, rec.Name, key.Sum)
+			cancel()
+			if err == nil && ok {
+				j.from = stash.Redact(src)
+				break
+			}
+		}
+	}
 }
 
 // what says what the job does, for the plan line and the dry run.
@@ -165,9 +207,14 @@ func planTotal(jobs []*job) string {
 		switch j.kind {
 		case "build":
 			builds++
-			if j.built {
+			switch {
+			case j.from != "":
+				costs = append(costs, "restored from "+printable(j.from))
+			case j.built:
 				costs = append(costs, "last took "+took(j.last))
-			} else {
+			case j.stashed:
+				costs = append(costs, "restored from the stash")
+			default:
 				costs = append(costs, "never built here")
 			}
 		case "package":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/lock"
+	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/state"
 )
 
@@ -174,4 +176,64 @@ func (s *Store) ClearPending(recipe, key, dest string) {
 	if p, ok := s.Pending(recipe); ok && p.Key == key && p.Dest == dest {
 		_ = os.Remove(s.pendingPath(recipe))
 	}
+}
+
+// Holds reports whether the source src holds an entry of recipe for key
+// that a trusted key claims to have signed, by the cheapest request it
+// answers: one manifest request for a registry, its index for a folder or
+// an https URL. Nothing is fetched or checked beyond that: a restore
+// checks the entry. `guard heal --dry-run` says from it that a heal will
+// restore rather than build.
+func (s *Store) Holds(ctx context.Context, src, recipe, key string) (bool, error) {
+	if registry.IsRef(src) {
+		if s.Registry == nil {
+			return false, errors.New("no registry client")
+		}
+		ref, err := registry.Parse(src)
+		if err != nil {
+			return false, err
+		}
+		repo, err := s.Registry.Open(ref)
+		if err != nil {
+			return false, err
+		}
+		m, err := repo.FetchManifest(ctx, ociTag(recipe, key))
+		if errors.Is(err, registry.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return m.Annotations[annRecipe] == recipe && m.Annotations[annKey] == key &&
+			namesTrusted(parseSigs([]byte(m.Annotations[annSignatures])), s.Trusted), nil
+	}
+	u, err := url.Parse(src)
+	if err != nil {
+		return false, err
+	}
+	var data []byte
+	if u.Scheme == "file" {
+		data, err = state.ReadRegular(filepath.Join(u.Path, "index"), maxIndex, false)
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+	} else {
+		data, err = httpGet(ctx, strings.TrimSuffix(src, "/")+"/index", maxIndex)
+		if errors.Is(err, ErrNoEntry) {
+			return false, nil
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	items, err := parseIndex(data)
+	if err != nil {
+		return false, err
+	}
+	for _, it := range items {
+		if it.Recipe == recipe && it.Key == key {
+			return len(s.Trusted) > 0, nil
+		}
+	}
+	return false, nil
 }
