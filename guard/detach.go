@@ -146,7 +146,7 @@ func (e *Engine) healDetached(ctx context.Context, caller string, spec jobSpec, 
 			}
 		case errors.Is(err, healjob.ErrRunning):
 			if s, ok := healjob.Look(e.c.StateDir, rec.Key); ok && s.Alive {
-				e.Say("%s: %s is running in the background (pid %d, %s); waiting for it", caller, s.What, s.PID, s.Where())
+				e.Say("%s: %s is running in the background (pid %d, %s); waiting for it", caller, doing(s.Record), s.PID, s.Where())
 			}
 		default:
 			// The jobs folder cannot be written: heal here, as before.
@@ -250,7 +250,19 @@ func (e *healingError) Error() string {
 		why = "the call stopped waiting after " + secs(e.waited) + " to leave " + e.leftFor + " of its budget of " + e.limit + ", and no attempt answered"
 	}
 	return fmt.Sprintf("%s goes on in the background (%s): %s; wait for it: %s, or call again later",
-		e.rec.What, e.rec.Where(), why, waitCommand(e.rec))
+		doing(e.rec), e.rec.Where(), why, waitCommand(e.rec))
+}
+
+// doing is what a heal in the background is doing now: a build's heal
+// that is restoring from the stash or a stash_from source says so (its
+// phase, set by the builder), not that a build runs.
+func doing(r healjob.Record) string {
+	if from, ok := strings.CutPrefix(r.Phase, "restoring "); ok {
+		if name, ok := strings.CutPrefix(r.What, "the build of "); ok {
+			return "the restore of " + name + " " + from
+		}
+	}
+	return r.What
 }
 
 // cannotFit reports whether a heal whose own estimate of its time left is
@@ -283,7 +295,7 @@ func (e *Engine) WaitHeals(ctx context.Context, names []string) (followed int, e
 		if !s.Alive || !wanted(s.Names, names) {
 			continue
 		}
-		e.Say("waiting for %s (pid %d, %s)", s.What, s.PID, s.Where())
+		e.Say("waiting for %s (pid %d, %s)", doing(s.Record), s.PID, s.Where())
 		followed++
 		end, err := e.follow(ctx, s.Record)
 		if err != nil {

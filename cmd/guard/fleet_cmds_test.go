@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -92,22 +93,28 @@ func registryDo(ts *testscript.TestScript, method, u, contentType string, body [
 // down and brought back at the same address, sets $REGPROXY to its
 // HOST:PORT and signs $HOME in to it; `registryproxy down` makes it answer
 // every request 503 (a registry down for maintenance), `registryproxy up`
-// passes them on again.
+// passes them on again; `registryproxy hold` holds every request until
+// `registryproxy release` (a restore caught while it runs).
 func cmdRegistryProxy(ts *testscript.TestScript, neg bool, args []string) {
+	const usage = "usage: registryproxy [down|up|hold|release]"
 	if neg || len(args) > 1 {
-		ts.Fatalf("usage: registryproxy [down|up]")
+		ts.Fatalf(usage)
 	}
-	// The switch is a file of the script's: a command has no other place
-	// to keep it between calls.
-	down := ts.MkAbs("registryproxy.down")
+	// The switches are files of the script's: a command has no other
+	// place to keep them between calls.
+	down, hold := ts.MkAbs("registryproxy.down"), ts.MkAbs("registryproxy.hold")
 	if len(args) == 1 {
 		switch args[0] {
 		case "down":
 			ts.Check(os.WriteFile(down, nil, 0o600))
 		case "up":
 			ts.Check(os.Remove(down))
+		case "hold":
+			ts.Check(os.WriteFile(hold, nil, 0o600))
+		case "release":
+			ts.Check(os.Remove(hold))
 		default:
-			ts.Fatalf("usage: registryproxy [down|up]")
+			ts.Fatalf(usage)
 		}
 		return
 	}
@@ -115,6 +122,16 @@ func cmdRegistryProxy(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for {
+			if _, err := os.Stat(hold); err != nil {
+				break
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 		if _, err := os.Stat(down); err == nil {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 			return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/lock"
+	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
@@ -81,7 +82,12 @@ func (b *Builder) RestoreNow(ctx context.Context, tool string, rec *manifest.Bui
 func (b *Builder) restoreKeyed(ctx context.Context, tool, name string, rec *manifest.Build, target string, key stash.Key, err error, start time.Time) bool {
 	var got stash.Restored
 	if err == nil {
+		// The phase a detached heal's record shows: the calls waiting for
+		// it say a restore runs, not a build (guard.doing).
+		rep := progress.Start(b.stderr(), "restoring "+name, 0, b.ProgressEvery)
+		rep.SetStatus(restoring(rec))
 		got, err = b.Stash.Restore(ctx, rec.Name, key, rec.Dir, rec.Outputs, rec.StashFrom)
+		rep.Stop("")
 	}
 	if err == nil {
 		if h := CheckBinary(target, b.StampDir(), b.libraryPath()); !h.OK {
@@ -108,6 +114,16 @@ func (b *Builder) restoreKeyed(ctx context.Context, tool, name string, rec *mani
 	}
 	b.event(ev)
 	return err == nil
+}
+
+// restoring is the phase of a restore of rec: "restoring from the stash",
+// then the stash_from sources it may ask, passwords left out.
+func restoring(rec *manifest.Build) string {
+	s := "restoring from the stash"
+	for _, src := range rec.StashFrom {
+		s += " or " + stash.Redact(src)
+	}
+	return s
 }
 
 // stashBuild keeps what a good build of rec made: the binaries of the
