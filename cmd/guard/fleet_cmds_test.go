@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,6 +26,47 @@ import (
 func init() {
 	scriptCmds["hostilepush"] = cmdHostilePush
 	scriptCmds["registryproxy"] = cmdRegistryProxy
+	scriptCmds["registrytls"] = cmdRegistryTLS
+}
+
+// registrytls starts, in front of $REGISTRY, an https proxy whose
+// certificate a private CA signed (httptest's), sets $REGTLS to its
+// HOST:PORT, writes that CA's certificate to $WORK/registry-ca/ca.pem and
+// signs $HOME in to it: a fleet's registry behind its own CA.
+func cmdRegistryTLS(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: registrytls")
+	}
+	target, err := url.Parse("http://" + ts.Getenv("REGISTRY"))
+	ts.Check(err)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("X-Forwarded-Proto", "https") // the registry's upload locations are https then
+		proxy.ServeHTTP(w, r)
+	}))
+	ts.Defer(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "https://")
+	ts.Setenv("REGTLS", host)
+	dir := ts.MkAbs("registry-ca")
+	ts.Check(os.MkdirAll(dir, 0o755))
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	ts.Check(os.WriteFile(filepath.Join(dir, "ca.pem"), ca, 0o644))
+	signIn(ts, host)
+}
+
+// signIn adds host to $HOME's docker login, as the test registry's user.
+func signIn(ts *testscript.TestScript, host string) {
+	file := filepath.Join(ts.Getenv("HOME"), ".docker", "config.json")
+	var cfg struct {
+		Auths map[string]map[string]string `json:"auths"`
+	}
+	data, err := os.ReadFile(file)
+	ts.Check(err)
+	ts.Check(json.Unmarshal(data, &cfg))
+	cfg.Auths[host] = map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("%s:%s", guardtest.RegistryUser, guardtest.RegistryPassword)))}
+	data, err = json.Marshal(cfg)
+	ts.Check(err)
+	ts.Check(os.WriteFile(file, data, 0o600))
 }
 
 // hostilepush HOST/REPO pushes to the registry what a hostile party with
@@ -137,21 +179,9 @@ func cmdRegistryProxy(ts *testscript.TestScript, neg bool, args []string) {
 			return
 		}
 		proxy.ServeHTTP(w, r) // the Host header stays the proxy's: the registry's upload locations name it
-
 	}))
 	ts.Defer(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
 	ts.Setenv("REGPROXY", host)
-	// Signed in as `docker login` would, beside the registry itself.
-	file := filepath.Join(ts.Getenv("HOME"), ".docker", "config.json")
-	var cfg struct {
-		Auths map[string]map[string]string `json:"auths"`
-	}
-	data, err := os.ReadFile(file)
-	ts.Check(err)
-	ts.Check(json.Unmarshal(data, &cfg))
-	cfg.Auths[host] = map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("%s:%s", guardtest.RegistryUser, guardtest.RegistryPassword)))}
-	data, err = json.Marshal(cfg)
-	ts.Check(err)
-	ts.Check(os.WriteFile(file, data, 0o600))
+	signIn(ts, host) // as `docker login` would, beside the registry itself
 }
