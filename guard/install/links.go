@@ -44,6 +44,10 @@ const (
 	Foreign
 )
 
+func (k Kind) String() string {
+	return [...]string{"missing", "linked", "outdated", "foreign"}[k]
+}
+
 // guardFile is what a tool name is compared with: guard's copy in the
 // shim folder, and the file the copy was before this run replaced it.
 type guardFile struct {
@@ -217,7 +221,7 @@ func linkTool(dir, name string, exe func() ([]byte, error)) error {
 	p := filepath.Join(dir, name)
 	copyPath := filepath.Join(dir, GuardName)
 	tmp := filepath.Join(dir, state.TempPrefix+name+"-"+strconv.FormatUint(rand.Uint64(), 36))
-	err := os.Link(copyPath, tmp)
+	err := hardLink(copyPath, tmp)
 	if err == nil {
 		err = os.Rename(tmp, p)
 		// A rename between two links to one file does nothing and leaves
@@ -240,6 +244,9 @@ func linkTool(dir, name string, exe func() ([]byte, error)) error {
 	}
 	return nil
 }
+
+// hardLink is link(2); a test stands in a file system that refuses it.
+var hardLink = os.Link
 
 // noHardLink reports whether a link(2) error means the file system will
 // not make this hard link, so a copy stands in for it.
