@@ -1,6 +1,6 @@
 // Package install puts guard in the shim folder and takes it out again:
 // a copy of the guard executable (so a deleted build folder cannot break the
-// shims), one relative symlink per manifest tool, the default manifest when
+// shims), one hard link to it per manifest tool (links.go), the default manifest when
 // the user has none, a marked PATH block in the shell start-up files, the
 // hook files the block calls on (restore.sh, which brings back a guard the
 // sandbox evicted; env.sh for BASH_ENV; prewarm.sh), and with --system links
