@@ -176,13 +176,15 @@ func linesBackward(r io.ReaderAt, size int64, left *int64, line func([]byte) boo
 		k := min(block, pos, *left)
 		*left -= k
 		pos -= k
-		if int64(cap(buf)) < k {
-			buf = make([]byte, k)
+		// One buffer for the block and the line it ends in (head, kept
+		// apart): the read of a long log allocates it once, not per block.
+		if int64(cap(buf)) < k+int64(len(head)) {
+			buf = make([]byte, k+int64(len(head)), k+int64(len(head))+firstBlock)
 		}
 		if _, err := r.ReadAt(buf[:k], pos); err != nil && !errors.Is(err, io.EOF) {
 			return false, fmt.Errorf("read heal log: %w", err)
 		}
-		data := append(buf[:k:k], head...)
+		data := append(buf[:k], head...)
 		for {
 			i := bytes.LastIndexByte(data, '\n')
 			if i < 0 {

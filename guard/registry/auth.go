@@ -25,9 +25,10 @@ func pushScope(repo string) string { return "repository:" + repo + ":pull,push" 
 // tokens it got are kept for the next requests. Requests to another host
 // go out unsigned.
 type authClient struct {
-	hc   *http.Client
-	host string // the registry as the reference names it: credentials' key
-	to   string // the host requests go to
+	hc    *http.Client
+	host  string   // the registry as the reference names it: credentials' key
+	to    string   // the host requests go to
+	plain []string // the hosts spoken to over plain http (Client.PlainHTTP)
 
 	mu      sync.Mutex
 	looked  bool
@@ -155,6 +156,11 @@ func (a *authClient) fetchToken(ctx context.Context, c credential, realm, servic
 	u, err := url.Parse(realm)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return "", false, fmt.Errorf("%s: its token service %.200q is not an http(s) address", a.host, realm)
+	}
+	if u.Scheme == "http" && !slices.Contains(a.plain, u.Host) {
+		// Credentials never go over plain http but to a host the
+		// manifest marks as one.
+		return "", false, fmt.Errorf("%s: refused to sign in at the plain http token service %s (not in [registry] plain_http)", a.host, u.Redacted())
 	}
 	var req *http.Request
 	sent := false

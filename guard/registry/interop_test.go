@@ -386,3 +386,28 @@ func basicAuth(user, pass string) string {
 	req.SetBasicAuth(user, pass)
 	return strings.TrimPrefix(req.Header.Get("Authorization"), "Basic ")
 }
+
+// A registry whose challenge names a token service on plain http (a
+// host not marked plain) gets no password sent there.
+func TestNoCredentialsToAPlainHTTPTokenService(t *testing.T) {
+	var asked atomic.Int32
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked.Add(1) }))
+	defer tokens.Close()
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="`+tokens.URL+`/token",service="s"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("DOCKER_CONFIG", "")
+	writeDockerConfig(t, home, `{"auths":{"`+host+`":{"auth":"`+basicAuth("u", "p")+`"}}}`)
+	repo, _ := (&Client{PlainHTTP: []string{host}}).Open(Ref{Host: host, Repo: "r"})
+	if _, err := repo.Tags(context.Background()); err == nil || !strings.Contains(err.Error(), "plain http token service") {
+		t.Fatalf("a plain http token service: %v", err)
+	}
+	if asked.Load() != 0 {
+		t.Fatal("the plain http token service was asked")
+	}
+}

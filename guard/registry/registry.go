@@ -227,7 +227,7 @@ func (c *Client) Open(ref Ref) (*Repository, error) {
 	}
 	return &Repository{
 		Ref:     ref,
-		auth:    &authClient{hc: &inner, host: ref.Host, to: to},
+		auth:    &authClient{hc: &inner, host: ref.Host, to: to, plain: c.PlainHTTP},
 		base:    scheme + "://" + to + "/v2/" + ref.Repo + "/",
 		timeout: timeout,
 	}, nil
@@ -246,7 +246,10 @@ func (r *Repository) send(ctx context.Context, method, target string, hdr http.H
 	if err != nil {
 		return nil, err
 	}
-	if open != nil {
+	switch {
+	case open != nil && size == 0:
+		req.Body, req.ContentLength = http.NoBody, 0
+	case open != nil:
 		req.ContentLength = size
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(open()), nil }
 	}
