@@ -84,6 +84,7 @@ func (a *authClient) do(req *http.Request, scope string) (*http.Response, bool, 
 		resp.Body.Close()
 		return nil, false, err
 	}
+	var tok string
 	switch scheme {
 	case "basic":
 		if c.Username == "" {
@@ -97,7 +98,8 @@ func (a *authClient) do(req *http.Request, scope string) (*http.Response, bool, 
 		if !slices.Contains(scopes, scope) {
 			scopes = append(scopes, scope)
 		}
-		tok, tokSent, err := a.fetchToken(ctx, c, params["realm"], params["service"], scopes)
+		var tokSent bool
+		tok, tokSent, err = a.fetchToken(ctx, c, params["realm"], params["service"], scopes)
 		if err != nil {
 			// The token service's refusal (an *Error) is the registry's.
 			resp.Body.Close()
@@ -122,7 +124,7 @@ func (a *authClient) do(req *http.Request, scope string) (*http.Response, bool, 
 		again.SetBasicAuth(c.Username, c.Password)
 		sent = true
 	} else {
-		again.Header.Set("Authorization", "Bearer "+a.tokens[scope])
+		again.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err = a.hc.Do(again)
 	return resp, sent, err
