@@ -32,6 +32,9 @@ type Report struct {
 	LogPath      string           `json:"log"`
 	Events       []heallog.Record `json:"events"`
 	OtherEvents  int              `json:"other_installs_events"` // events of other installs (or unmarked) read past and left out of events
+	// OlderEventsNotRead: the read stopped at its bound (statusLogScan)
+	// with older lines of the log unread.
+	OlderEventsNotRead bool `json:"older_events_not_read"`
 }
 
 // Problem is one thing that keeps the report from being healthy, and the

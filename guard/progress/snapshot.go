@@ -89,13 +89,23 @@ func (r *Reporter) recentRate(elapsed time.Duration) float64 {
 }
 
 // buildPercent matches a build tool's own progress: CMake's generated
-// makefiles print "[ 46%]", ninja "[123/218]".
-var buildPercent = regexp.MustCompile(`\[\s*(\d{1,3})%\]|\[(\d+)/(\d+)\]`)
+// makefiles print "[ 46%]", ninja "[123/218]". It is compiled on the first
+// build line, not when the process starts: every shim call links this
+// package, and a healthy one reads no build output.
+var (
+	buildPercentOnce sync.Once
+	buildPercentRe   *regexp.Regexp
+)
+
+func buildPercent() *regexp.Regexp {
+	buildPercentOnce.Do(func() { buildPercentRe = regexp.MustCompile(`\[\s*(\d{1,3})%\]|\[(\d+)/(\d+)\]`) })
+	return buildPercentRe
+}
 
 // ParsePercent reads a build tool's percent from one of its lines; the
 // last such mark in the line wins.
 func ParsePercent(line string) (float64, bool) {
-	ms := buildPercent.FindAllStringSubmatch(line, -1)
+	ms := buildPercent().FindAllStringSubmatch(line, -1)
 	if len(ms) == 0 {
 		return 0, false
 	}
