@@ -325,10 +325,15 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 // tried and failed, which cost downloads and would cost them again. A full
 // disk or a partial file guard cannot use is this machine's trouble, cheap
 // to find again and fixed by the person, and a cancelled call (Ctrl-C) or
-// one that ran out of time says nothing about the sources.
+// one that ran out of time says nothing about the sources. Nor is a
+// failure remembered whose every source served other bytes than its own
+// address names (fetch.SourcesError.Damaged: a tampered OCI blob): its
+// repair keeps the address and every header, so only asking again can see
+// it, and a memory would outlive the repair (docs/decisions.md, "A failed
+// download's memory and the source's repair").
 func remember(ctx context.Context, err error) (*fetch.SourcesError, bool) {
 	var all *fetch.SourcesError
-	return all, ctx.Err() == nil && errors.As(err, &all)
+	return all, ctx.Err() == nil && errors.As(err, &all) && !all.Damaged()
 }
 
 func (h *Healer) event(e heallog.Event) {

@@ -156,6 +156,19 @@ func (e *SourcesError) Offline() bool {
 	return len(e.Errs) > 0
 }
 
+// Damaged reports whether every url failed by serving other bytes than
+// it names or declares itself (MismatchError.Damaged): the sources are to
+// be repaired, and nothing in their headers will show when they are.
+func (e *SourcesError) Damaged() bool {
+	for _, err := range e.Errs {
+		var m *MismatchError
+		if !errors.As(err, &m) || !m.Damaged() {
+			return false
+		}
+	}
+	return len(e.Errs) > 0
+}
+
 func withDefaults(r Request) Request {
 	if r.Client == nil {
 		r.Client = DefaultClient()
