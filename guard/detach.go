@@ -160,6 +160,8 @@ func (e *Engine) healDetached(ctx context.Context, caller string, spec jobSpec, 
 		switch {
 		case s.Result == "ok":
 			return nil
+		case s.Result == healjob.Later:
+			return &healingError{rec: s.Record, later: s.Message}
 		case s.Done():
 			return errors.New(s.Message)
 		case try == 0:
@@ -219,6 +221,9 @@ type healingError struct {
 	// stuck says why the call stopped waiting for a heal that is stopped
 	// or stuck (healjob.ErrStuck), and what to do about it; "" otherwise.
 	stuck string
+	// later is the message of a heal that ended for a trouble that
+	// passes (healjob.Later: a download whose sources stalled); "" otherwise.
+	later string
 }
 
 // stuckReason is the line's middle for a heal whose record went stale:
@@ -237,6 +242,9 @@ func stuckReason(s healjob.Status, now time.Time) string {
 }
 
 func (e *healingError) Error() string {
+	if e.later != "" {
+		return e.later + "; call again later, or run: guard heal " + strings.Join(e.rec.Names, " ")
+	}
 	if e.stuck != "" {
 		return fmt.Sprintf("%s (%s) %s", e.rec.What, e.rec.Where(), e.stuck)
 	}

@@ -53,7 +53,8 @@ type Record struct {
 	// LimitMS is the heal's own limit (the recipe's timeout, else
 	// [budget] heal): 0 when the record does not say.
 	LimitMS int64 `json:"limit_ms,omitempty"`
-	// Result is "" while the heal runs, then "ok" or "failed" with Message.
+	// Result is "" while the heal runs, then "ok", or "failed" or Later
+	// with Message.
 	Result  string    `json:"result,omitempty"`
 	Message string    `json:"message,omitempty"`
 	End     time.Time `json:"end,omitzero"`
@@ -254,10 +255,18 @@ func (j *Job) Progress(s progress.Snapshot) {
 // bounds the whole record).
 const maxMessage = 16 << 10
 
-// Finish records the heal's result: ok for a nil err, else failed with
-// err's message, whole (a download's reasons for each url are on the lines
-// after its first), cut at maxMessage. It returns the error of writing
-// the record.
+// Later is the result of a heal stopped for a trouble that passes (a
+// download whose sources stalled, its partial kept): not a failure, and
+// a call waiting for it says to call again later (exit 75).
+const Later = "later"
+
+// passing is an error that ends a heal for a trouble that passes.
+type passing interface{ Passing() bool }
+
+// Finish records the heal's result: ok for a nil err, else failed (Later
+// for an error with a Passing method that says so) with err's message,
+// whole (a download's reasons for each url are on the lines after its
+// first), cut at maxMessage. It returns the error of writing the record.
 func (j *Job) Finish(err error) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -268,6 +277,9 @@ func (j *Job) Finish(err error) error {
 			msg = strings.ToValidUTF8(msg[:maxMessage], "") + " …"
 		}
 		j.rec.Result, j.rec.Message = "failed", msg
+		if p := passing(nil); errors.As(err, &p) && p.Passing() {
+			j.rec.Result = Later
+		}
 	} else {
 		j.rec.Percent, j.rec.LeftMS = 100, 0
 	}

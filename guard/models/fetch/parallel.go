@@ -621,6 +621,7 @@ func (d *download) fillPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.
 	failures, resolves := 0, 0
 	for ch.Next < ch.End {
 		var err error
+		began := d.progress() // a stall is the source's when nothing came since
 		switch {
 		case cerr != nil:
 			err, cerr = cerr, nil
@@ -651,6 +652,12 @@ func (d *download) fillPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.
 		}
 		var rs *restartError
 		if errors.As(err, &rs) {
+			return err
+		}
+		if errors.As(err, new(*StallError)) && d.progress() == began {
+			// Not one connection held up while the others fill their
+			// parts: nothing came from the source over the whole window.
+			// It is not asked again in this Fetch (fetch.go, fromURL).
 			return err
 		}
 		wait, ok := d.retryWait(err, failures)
