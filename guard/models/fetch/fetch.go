@@ -217,7 +217,7 @@ func stopsAll(err error) bool {
 // fromURL tries one URL, with retries. An attempt that moved the download
 // forward does not use up a retry: a link that drops every few hundred MB
 // still finishes. A stall (StallError) is not retried: the source is not
-// asked again in this Fetch (docs/downloads.md, "A source that stalls").
+// asked again in this Fetch (docs/decisions.md, "Downloads: a source that stalls").
 func (d *download) fromURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
