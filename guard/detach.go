@@ -89,7 +89,7 @@ func finishJob(j *healjob.Job, err error) bool {
 const jobLockFD = 3
 
 // jobRecord is the first record of spec's job: its key, what it heals,
-// and the time left as the last good build here says.
+// and the time left as the last good build of its kind here says.
 func (e *Engine) jobRecord(spec jobSpec) (healjob.Record, error) {
 	// The heal's own limit, for a waiter to tell a stopped or stuck heal
 	// (healjob.Record.Stale): [budget] heal, a build's timeout for a build.
@@ -104,11 +104,13 @@ func (e *Engine) jobRecord(spec jobSpec) (healjob.Record, error) {
 		return r, fmt.Errorf("no tool named %q in the manifest", spec.name)
 	case tool.Build != "":
 		r.Key, r.What = healjob.Key("build", tool.Build), "the build of "+tool.Build
-		if last, ok := builds.LastBuild(e.c.StateDir, tool.Build); ok {
-			r.LeftMS = last.Took.Milliseconds()
-		}
-		if b := e.c.M.Build(tool.Build); b != nil && b.Timeout > 0 {
-			r.LimitMS = b.Timeout.D().Milliseconds()
+		if b := e.c.M.Build(tool.Build); b != nil {
+			if took, ok := builds.Expected(e.c.StateDir, b); ok {
+				r.LeftMS = took.Milliseconds() // a build from nothing: the last from nothing
+			}
+			if b.Timeout > 0 {
+				r.LimitMS = b.Timeout.D().Milliseconds()
+			}
 		}
 	case tool.Package != "":
 		r.Key, r.What = healjob.Key("package", tool.Package), "the install of package "+tool.Package

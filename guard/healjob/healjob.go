@@ -47,9 +47,12 @@ type Record struct {
 	LeftMS  int64   `json:"left_ms"`
 	// LeftEstimated: LeftMS comes from the heal's own rate so far (a first
 	// build), not from the last build's length.
-	LeftEstimated bool      `json:"left_estimated,omitempty"`
-	Phase         string    `json:"phase,omitempty"`
-	Updated       time.Time `json:"updated"`
+	LeftEstimated bool `json:"left_estimated,omitempty"`
+	// OverMS is the length the heal was expected to take, once it ran
+	// past it (progress.Snapshot.Over); 0 otherwise.
+	OverMS  int64     `json:"over_ms,omitempty"`
+	Phase   string    `json:"phase,omitempty"`
+	Updated time.Time `json:"updated"`
 	// LimitMS is the heal's own limit (the recipe's timeout, else
 	// [budget] heal): 0 when the record does not say.
 	LimitMS int64 `json:"limit_ms,omitempty"`
@@ -88,7 +91,8 @@ func (r Record) Stale(now time.Time) bool {
 
 // Snapshot is where the heal stood at its last update.
 func (r Record) Snapshot() progress.Snapshot {
-	return progress.Snapshot{Percent: r.Percent, Left: r.Left(), Status: r.Phase, Estimated: r.LeftEstimated}
+	return progress.Snapshot{Percent: r.Percent, Left: r.Left(), Status: r.Phase, Estimated: r.LeftEstimated,
+		Over: time.Duration(r.OverMS) * time.Millisecond}
 }
 
 // Done reports whether the heal wrote its result.
@@ -100,6 +104,9 @@ func (r Record) Where() string {
 	var parts []string
 	if r.Percent >= 0 {
 		parts = append(parts, fmt.Sprintf("%.0f%%", r.Percent))
+	}
+	if r.OverMS > 0 {
+		parts = append(parts, "past the "+(time.Duration(r.OverMS)*time.Millisecond).Round(time.Second).String()+" expected")
 	}
 	if left := r.Left(); left >= 0 {
 		s := "about " + left.Round(time.Second).String() + " left"
@@ -244,6 +251,7 @@ func (j *Job) Progress(s progress.Snapshot) {
 		return
 	}
 	j.rec.Percent, j.rec.LeftMS, j.rec.Phase, j.rec.LeftEstimated = s.Percent, -1, s.Status, s.Estimated
+	j.rec.OverMS = s.Over.Milliseconds()
 	if s.Left >= 0 {
 		j.rec.LeftMS = s.Left.Milliseconds()
 	}
