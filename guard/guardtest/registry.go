@@ -35,6 +35,7 @@ type Registry struct {
 
 	fault    atomic.Pointer[BlobFault]
 	blobGets atomic.Int64 // GETs of a blob since the last SetFault
+	frozen   atomic.Bool  // a Freeze fault struck: every later blob GET hangs
 	release  chan struct{}
 	once     sync.Once
 }
@@ -46,8 +47,9 @@ type BlobFault struct {
 	// (negative: none): a blob whose bytes are not its digest.
 	Tamper int64
 	// Freeze stops a blob body after this many bytes (negative: never)
-	// and answers nothing more, the connection held open until Close: a
-	// registry frozen mid-pull (SIGSTOP).
+	// and answers nothing more, the connection held open until Close;
+	// every later blob GET then hangs before its answer: a registry
+	// frozen mid-pull (SIGSTOP).
 	Freeze int64
 }
 
@@ -56,6 +58,7 @@ type BlobFault struct {
 func (r *Registry) SetFault(f *BlobFault) {
 	r.fault.Store(f)
 	r.blobGets.Store(0)
+	r.frozen.Store(false)
 }
 
 // BlobGets is how many GETs of a blob the registry had since SetFault.
@@ -72,11 +75,12 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.app.ServeHTTP(w, req)
 		return
 	}
-	fw := &faultWriter{ResponseWriter: w, f: *f, release: r.release}
-	r.app.ServeHTTP(fw, req)
-	if fw.frozen {
+	if f.Freeze >= 0 && r.frozen.Load() {
 		<-r.release
+		return
 	}
+	fw := &faultWriter{ResponseWriter: w, f: *f, release: r.release, frozen: &r.frozen}
+	r.app.ServeHTTP(fw, req)
 }
 
 // faultWriter applies a BlobFault to a body as it is written. A Range
@@ -85,19 +89,21 @@ type faultWriter struct {
 	http.ResponseWriter
 	f       BlobFault
 	off     int64
-	frozen  bool
+	stopped bool
+	frozen  *atomic.Bool
 	release chan struct{}
 }
 
 func (w *faultWriter) Write(p []byte) (int, error) {
-	if w.frozen {
+	if w.stopped {
 		<-w.release
 		return 0, io.ErrClosedPipe
 	}
 	n := len(p)
 	if w.f.Freeze >= 0 && w.off+int64(len(p)) > w.f.Freeze {
 		p = p[:max(w.f.Freeze-w.off, 0)]
-		w.frozen = true
+		w.stopped = true
+		w.frozen.Store(true)
 	}
 	if t := w.f.Tamper - w.off; w.f.Tamper >= 0 && t >= 0 && t < int64(len(p)) {
 		p = append([]byte(nil), p...)
@@ -107,7 +113,7 @@ func (w *faultWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	w.off += int64(len(p))
-	if w.frozen {
+	if w.stopped {
 		if fl, ok := w.ResponseWriter.(http.Flusher); ok {
 			fl.Flush()
 		}
