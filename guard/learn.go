@@ -42,11 +42,11 @@ func (e *Engine) learnedBudget(a shims.Attempt) (time.Duration, bool) {
 	}
 	if m != nil {
 		if tps, floor, ok := e.Speeds().Learned(m.File); ok {
-			cap := e.c.M.Budget.Cap.D()
-			if cap <= 0 {
-				cap = shims.DefaultCap
+			limit := e.c.M.Budget.Cap.D()
+			if limit <= 0 {
+				limit = shims.DefaultCap
 			}
-			d = min(max(a.BudgetAt(tps, cap), floor), cap)
+			d = min(max(a.BudgetAt(tps, limit), floor), limit)
 			if e.c.Debug {
 				e.debug("%s: budget %s from %.1f tokens/s measured here, at least %s (declared %g: %s)", describe(a), secs(d), tps, secs(floor), m.Budget.TokensPerSecond, secs(a.Budget))
 			}
@@ -76,10 +76,10 @@ func (e *Engine) unlearn(name string, a shims.Attempt, bud time.Duration) {
 		Reason: fmt.Sprintf("%s: a run ran past its learned budget of %s: budgets use the declared %g tokens/s again until %d runs are measured anew", m.File, secs(bud), m.Budget.TokensPerSecond, speed.MinSamples)})
 }
 
-// learn records the speed a good attempt of a manifest model generated at,
-// and the time it took,
-// and logs budget.learned when the rate budgets use moved by more than
-// speed.News since it was last logged (the declared rate at first).
+// learn records the speed a good attempt of a manifest model generated at
+// and the time it took, and logs budget.learned when the rate budgets use
+// moved by more than speed.News since it was last logged (the declared
+// rate at first).
 func (e *Engine) learn(name string, a shims.Attempt, tps float64, took time.Duration) {
 	m := e.c.M.ModelByFile(a.Model)
 	if m == nil {

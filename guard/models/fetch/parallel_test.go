@@ -840,3 +840,40 @@ func TestAnotherUsersRecordIsDropped(t *testing.T) {
 		t.Errorf("resumed %v; said %q", res.Resumed, said.String())
 	}
 }
+
+// A source that freezes during a download in parts (every connection
+// gets nothing more) is not asked again: the Fetch ends at the stall with
+// each part asked once, not each part retried (issue 36).
+func TestPartsFrozenSourceIsNotAskedAgain(t *testing.T) {
+	data := guardtest.GGUF(640_000)
+	var frozen atomic.Bool
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+		if frozen.Load() {
+			<-r.Context().Done()
+			return
+		}
+		if s, _, _ := rangeOf(r); s >= 3*testPart {
+			frozen.Store(true) // from here on, nothing
+			<-r.Context().Done()
+			return
+		}
+		content(w, r, data)
+	})
+	r := partRequest(t, srv.URL, data, 2)
+	r.RateWindow = 300 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { _, err := fetch.Fetch(context.Background(), r); done <- err }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // a hang guard, not a verdict on speed
+		t.Fatal("the Fetch of a frozen source did not end")
+	}
+	var all *fetch.SourcesError
+	if !errors.As(err, &all) || !all.Stalled() {
+		t.Fatalf("err %v, want every source stalled", err)
+	}
+	if n := srv.requests.Load(); n > 5 { // parts 0-2, then one request per connection
+		t.Errorf("%d requests: the frozen source was asked again", n)
+	}
+}
