@@ -14,8 +14,12 @@ type Snapshot struct {
 	Left    time.Duration // the time left; -1 when unknown
 	Status  string        // the phase or the last line
 	// Estimated says Left comes from the task's own rate so far (a first
-	// build, with no earlier one to go by), not from a measured length.
+	// build, with no earlier one to go by, or one that ran past what it
+	// was expected to take), not from a measured length.
 	Estimated bool
+	// Over is the length the task was expected to take (Expect) once it
+	// has run past it; 0 otherwise.
+	Over time.Duration
 }
 
 // A first build's time left is estimated from its own rate once it has run
@@ -50,6 +54,15 @@ func (r *Reporter) Snapshot() Snapshot {
 	}
 	s.Percent = r.percent
 	switch {
+	case r.expect > 0 && elapsed > r.expect:
+		// Past what it was expected to take (the last build was an
+		// incremental one, the machine is busier): say so, and go by
+		// its own rate once its percent says something.
+		s.Over = r.expect
+		if r.percent >= estimateFrom && r.percent < 100 {
+			s.Left = time.Duration(float64(elapsed) * (100 - r.percent) / r.percent)
+			s.Estimated = true
+		}
 	case r.expect <= 0 && r.percent >= estimateFrom && r.percent < 100 && elapsed >= estimateAfter:
 		s.Left = time.Duration(float64(elapsed) * (100 - r.percent) / r.percent)
 		s.Estimated = true
