@@ -24,8 +24,6 @@ type credential struct {
 	AccessToken        string
 }
 
-func (c credential) empty() bool { return c == credential{} }
-
 // maxDockerConfig bounds ~/.docker/config.json.
 const maxDockerConfig = 4 << 20
 
