@@ -485,3 +485,41 @@ func TestCannotFitNeedsAKnownTimeLeft(t *testing.T) {
 		t.Error("no deadline: everything fits")
 	}
 }
+
+// A learned budget that ends a run is forgotten: the machine is no longer
+// the one the speeds were learned on, and the next calls budget from the
+// manifest's rate again, with budget.learned saying so.
+func TestALearnedBudgetThatEndsARunIsForgotten(t *testing.T) {
+	b := llamaBed(t, "GUARD_CACHE=off")
+	slow := false
+	b.onRun = func(s runner.Spec) runner.Result {
+		if slow {
+			return runner.Result{Outcome: runner.TimedOut, Elapsed: s.Budget, Stdout: runner.NewOutput(nil)}
+		}
+		io.WriteString(s.Stderr, perfLine(100))
+		return answer("ok\n")
+	}
+	args := []string{"-m", b.model("fast.gguf"), "-p", "hi", "-n", "40"}
+	for range 3 {
+		if got := b.e.call(context.Background(), "llama-completion", args); got != 0 {
+			t.Fatalf("status %d; stderr %s", got, b.stderr.String())
+		}
+	}
+	if _, _, ok := b.e.Speeds().Learned("fast.gguf"); !ok {
+		t.Fatal("nothing learned after three calls")
+	}
+	slow = true
+	b.e.call(context.Background(), "llama-completion", args)
+	if _, _, ok := b.e.Speeds().Learned("fast.gguf"); ok {
+		t.Error("the learned speeds outlived a run their budget ended")
+	}
+	var forgot bool
+	for _, ev := range b.events() {
+		if r, _ := ev["reason"].(string); ev["event"] == "budget.learned" && strings.Contains(r, "ran past its learned budget of 10.8s") {
+			forgot = true
+		}
+	}
+	if !forgot {
+		t.Errorf("no budget.learned event for the forgotten speeds: %v", b.events())
+	}
+}

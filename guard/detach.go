@@ -89,7 +89,7 @@ func finishJob(j *healjob.Job, err error) bool {
 const jobLockFD = 3
 
 // jobRecord is the first record of spec's job: its key, what it heals,
-// and the time left as the last good build here says.
+// and the time left as the last good build of its kind here says.
 func (e *Engine) jobRecord(spec jobSpec) (healjob.Record, error) {
 	// The heal's own limit, for a waiter to tell a stopped or stuck heal
 	// (healjob.Record.Stale): [budget] heal, a build's timeout for a build.
@@ -104,11 +104,13 @@ func (e *Engine) jobRecord(spec jobSpec) (healjob.Record, error) {
 		return r, fmt.Errorf("no tool named %q in the manifest", spec.name)
 	case tool.Build != "":
 		r.Key, r.What = healjob.Key("build", tool.Build), "the build of "+tool.Build
-		if last, ok := builds.LastBuild(e.c.StateDir, tool.Build); ok {
-			r.LeftMS = last.Took.Milliseconds()
-		}
-		if b := e.c.M.Build(tool.Build); b != nil && b.Timeout > 0 {
-			r.LimitMS = b.Timeout.D().Milliseconds()
+		if b := e.c.M.Build(tool.Build); b != nil {
+			if took, ok := builds.Expected(e.c.StateDir, b); ok {
+				r.LeftMS = took.Milliseconds() // a build from nothing: the last from nothing
+			}
+			if b.Timeout > 0 {
+				r.LimitMS = b.Timeout.D().Milliseconds()
+			}
 		}
 	case tool.Package != "":
 		r.Key, r.What = healjob.Key("package", tool.Package), "the install of package "+tool.Package
@@ -160,6 +162,8 @@ func (e *Engine) healDetached(ctx context.Context, caller string, spec jobSpec, 
 		switch {
 		case s.Result == "ok":
 			return nil
+		case s.Result == healjob.Later:
+			return &healingError{rec: s.Record, later: s.Message}
 		case s.Done():
 			return errors.New(s.Message)
 		case try == 0:
@@ -219,6 +223,9 @@ type healingError struct {
 	// stuck says why the call stopped waiting for a heal that is stopped
 	// or stuck (healjob.ErrStuck), and what to do about it; "" otherwise.
 	stuck string
+	// later is the message of a heal that ended for a trouble that
+	// passes (healjob.Later: a download whose sources stalled); "" otherwise.
+	later string
 }
 
 // stuckReason is the line's middle for a heal whose record went stale:
@@ -237,6 +244,9 @@ func stuckReason(s healjob.Status, now time.Time) string {
 }
 
 func (e *healingError) Error() string {
+	if e.later != "" {
+		return e.later + "; call again later, or run: guard heal " + strings.Join(e.rec.Names, " ")
+	}
 	if e.stuck != "" {
 		return fmt.Sprintf("%s (%s) %s", e.rec.What, e.rec.Where(), e.stuck)
 	}

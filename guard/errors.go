@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/guard/runner"
 )
 
@@ -87,7 +88,8 @@ func (e *Engine) fail(name string, err error) int {
 
 // ExitStatus maps an error from the engine to a shim call's exit status:
 // 0 for nil, 128+N for a heal interrupted by signal N, 75 for a heal that
-// goes on in the background past the call's budget, 124 for a heal the
+// goes on in the background past the call's budget or a download whose
+// sources stalled (call again later), 124 for a heal the
 // call's budget ended, 125 when guard itself could not work, 126 or 127
 // for an exec that failed, 127 for what could not be healed.
 func ExitStatus(err error) int {
@@ -103,7 +105,7 @@ func ExitStatus(err error) int {
 		return 0
 	case errors.As(err, &ie):
 		return 128 + int(ie.signal)
-	case errors.As(err, &he):
+	case errors.As(err, &he), errors.As(err, new(*models.StalledError)):
 		return StatusHealing
 	case errors.As(err, &te):
 		return runner.StatusTimeout

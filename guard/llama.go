@@ -226,7 +226,7 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 		if len(attempts) == 1 && !o.NoDirect {
 			live = o.W
 		}
-		bud := e.attemptBudget(a)
+		bud, learned := e.learnedBudget(a)
 		later := func() (time.Duration, string) {
 			for _, next := range attempts[i+1:] {
 				if next.Trigger.Follows(shims.AfterTimeout) && e.healthyNow(e.c.tool(next.Tool), next.Model) {
@@ -236,6 +236,9 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 			return 0, ""
 		}
 		res, why := e.attempt(ctx, clock, name, ran, a, bud, live, healing != nil, later)
+		if learned && res.Outcome == runner.TimedOut && res.Elapsed >= bud {
+			e.unlearn(name, a, bud) // the learned budget, not what was left of the cap, ended it
+		}
 		if lostAnswer(a, res, live == nil) && bud-res.Elapsed > 0 && clock.left() > 0 && ctx.Err() == nil {
 			// llama.cpp's async logger can lose the answer, or its end, at
 			// exit (docs/llama-calls.md); a fresh run in what is left of
@@ -424,7 +427,7 @@ func (e *Engine) attempt(ctx context.Context, clock *capClock, name string, n in
 	}
 	if tail != nil && why == "" {
 		if tps, ok := tail.Rate(); ok {
-			e.learn(name, a, tps)
+			e.learn(name, a, tps, res.Elapsed)
 		}
 	}
 	return res, why

@@ -320,3 +320,28 @@ func TestInstalledManifest(t *testing.T) {
 		t.Error("the installed header has another number of lines than the default's, so file:line errors would not match manifest show's line numbers")
 	}
 }
+
+// A [[models]] entry with no budget, as `guard model push` prints one, or
+// with a rate and no base, gets the default base, so that its budget is
+// never n / tps alone.
+func TestAModelWithoutBudgetGetsADefaultBase(t *testing.T) {
+	m, err := manifest.Parse("m", []byte(`[[models]]
+file = "a.gguf"
+size = 10
+urls = ["oci://h/r:t"]
+
+[[models]]
+file = "b.gguf"
+size = 10
+budget = { tokens_per_second = 20 }
+`), "/h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := m.Models[0].Budget; b.Base != manifest.DefaultModelBase || b.TokensPerSecond != 0 {
+		t.Errorf("a model with no budget has %+v, want base %v and no rate", b, manifest.DefaultModelBase)
+	}
+	if b := m.Models[1].Budget; b.Base != manifest.DefaultModelBase || b.TokensPerSecond != 20 {
+		t.Errorf("a model with a rate and no base has %+v, want base %v and its rate", b, manifest.DefaultModelBase)
+	}
+}

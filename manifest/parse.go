@@ -33,6 +33,13 @@ const (
 	DefaultCacheBytes  = 256 << 20
 	DefaultStashBytes  = 64 << 20
 	DefaultOutput      = "build" // a build recipe's output folder, below its dir
+	// DefaultModelBase is the base of a [[models]] entry whose budget
+	// gives none (`guard model push` prints no budget): the time to load
+	// a model and read the prompt, the default models' own. A budget of
+	// n / tokens_per_second alone ends a short answer before the model is
+	// loaded. With no rate either, the cap holds until this machine's
+	// speed is measured.
+	DefaultModelBase = Duration(30 * time.Second)
 
 	// MaxBytes bounds a manifest file: far more than any fleet's (10,000
 	// tools is under 1 MiB), and a /dev/zero or a runaway generator is an
@@ -146,8 +153,10 @@ func (m *Manifest) fill() {
 	}
 	for i, md := range m.Models {
 		if md == nil {
-			m.Models[i] = new(Model)
+			md = new(Model)
+			m.Models[i] = md
 		}
+		md.Budget.Base = cmp.Or(md.Budget.Base, DefaultModelBase)
 	}
 }
 

@@ -244,7 +244,9 @@ func IsOutputFolder(out string) bool {
 func (c *checker) tool(m *Manifest, t *Tool) {
 	switch {
 	case t.Name == "guard":
-		c.errorf(path("tools", t.Name), "guard cannot shim itself")
+		// Called by this name guard runs as its own command line
+		// (cmd/guard/main.go), never as a tool's shim.
+		c.errorf(path("tools", t.Name), "guard cannot shim itself: called as guard it runs its own commands, never a tool; name the tool otherwise")
 	case !isPlainName(t.Name):
 		c.errorf(path("tools", t.Name), "a tool name must be a plain file name: it names the link in the shim dir")
 	}

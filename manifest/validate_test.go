@@ -167,7 +167,7 @@ func TestParseErrors(t *testing.T) {
 			`tools.a.prompts: "YES" is not a prompt policy: use "answer", "yes", "kill" or leave it empty`},
 		{"tool name with slash", "[tools.\"bin/a\"]\nprompts = \"kill\"\n", 1,
 			`tools."bin/a": a tool name must be a plain file name: it names the link in the shim dir`},
-		{"tool named guard", "[tools.guard]\n", 1, "tools.guard: guard cannot shim itself"},
+		{"tool named guard", "[tools.guard]\n", 1, "tools.guard: guard cannot shim itself: called as guard it runs its own commands, never a tool; name the tool otherwise"},
 		{"relative tool path", "[tools.a]\npath = \"bin/a\"\n", 2, `tools.a.path: "bin/a" must be an absolute path or start with ~/`},
 		{"tool package option", "[tools.a]\npackage = \"-oAPT::x\"\n", 2,
 			`tools.a.package: "-oAPT::x" is not a Debian package name (lower case letters, digits, +, - and .)`},

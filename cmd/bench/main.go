@@ -191,7 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		for _, t := range all {
 			if t.Name == "shim" {
-				t.Rows = append(t.Rows, baselineRows(*baseline)...)
+				t.Rows = append(t.Rows, baselineRows(*baseline, FullScale.LogBytes[len(FullScale.LogBytes)-1])...)
 			}
 		}
 	}

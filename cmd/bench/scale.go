@@ -88,7 +88,54 @@ func scaleRows(sc Scale) []Row {
 			rows = append(rows, r)
 		}
 	}
+	// guard status on the largest log when none of it is this install's
+	// (a shared /tmp/selfheal.log): it costs what the bounded read of the
+	// log's end costs, however little of the log is this install's.
+	if n := len(sc.LogBytes); n > 1 {
+		size := sc.LogBytes[n-1]
+		rows = append(rows, Row{
+			Name:  "status-foreign-log-" + sizeName(size),
+			Setup: foreignLogWorld(size, "", ""),
+			Goal:  &Goal{Anchor: "status-log-" + sizeName(sc.LogBytes[0]), Max: statusLogGoal, MaxRSS: statusLogBytes},
+		})
+	}
 	return rows
+}
+
+// foreignInstall marks the events of a log that are not the world's.
+const foreignInstall = "/elsewhere/.cache/guard"
+
+// foreignLogWorld is guard status in the tools-1 world (or, with world
+// "before" or "after", in that world of -baseline, guard file there, this
+// run's build when "") on a heal log of size bytes (and a full .1) of
+// another install's events alone.
+func foreignLogWorld(size int64, world, file string) func(*Sandbox, *Row) error {
+	return func(s *Sandbox, r *Row) error {
+		log := filepath.Join(s.Dir, "logs", "foreign-"+sizeName(size)+".log")
+		if err := s.Once("log "+log, func() error { return writeHealLog(log, size, foreignInstall) }); err != nil {
+			return err
+		}
+		var err error
+		if world == "" {
+			err = toolsWorld(1, log)(s, r)
+		} else {
+			err = guardWorld(world, file, "plain")(s, r)
+			r.Env = append(r.Env, "GUARD_LOG="+log)
+		}
+		if err != nil {
+			return err
+		}
+		r.Argv = []string{filepath.Join(filepath.Dir(r.Argv[0]), "guard"), "status"}
+		_, err = s.RunEnv(r.Env, r.Argv...)
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit):
+			r.Status = exit.ExitCode()
+		case err != nil:
+			return err
+		}
+		return nil
+	}
 }
 
 // sizeName is 1KB, 100MB.

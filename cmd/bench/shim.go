@@ -178,13 +178,18 @@ func shellQuote(s string) string { return builds.QuoteArgv([]string{s}) }
 // own made the same way (same manifest, environment and warm-up), in the
 // same rounds: a change to either path shows as the ratio between
 // after-* and before-*.
-func baselineRows(file string) []Row {
+func baselineRows(file string, logBytes int64) []Row {
 	var rows []Row
 	for _, tool := range []string{"plain", "slowtool"} {
 		rows = append(rows,
 			Row{Name: "before-" + tool, Setup: guardWorld("before", file, tool)},
 			Row{Name: "after-" + tool, Setup: guardWorld("after", "", tool)})
 	}
+	// guard status on a shared log of another install's events alone.
+	name := "status-foreign-log-" + sizeName(logBytes)
+	rows = append(rows,
+		Row{Name: "before-" + name, Setup: foreignLogWorld(logBytes, "before", file)},
+		Row{Name: "after-" + name, Setup: foreignLogWorld(logBytes, "after", "")})
 	return rows
 }
 

@@ -332,15 +332,17 @@ func checkStatic(t *testing.T, path string) {
 	}
 }
 
-// checkShims: guard's copy and a link to it for each default tool.
+// checkShims: guard's copy and a hard link to it for each default tool
+// (a path of its own: docs/shells.md, "OpenClaw").
 func checkShims(t *testing.T, dir string) {
 	t.Helper()
-	if fi, err := os.Stat(filepath.Join(dir, "guard")); err != nil || fi.Mode()&0o111 == 0 {
+	copyInfo, err := os.Stat(filepath.Join(dir, "guard"))
+	if err != nil || copyInfo.Mode()&0o111 == 0 {
 		t.Fatalf("no executable guard in %s: %v", dir, err)
 	}
 	for _, name := range []string{"npx", "llama-completion", "llama-simple"} {
-		if target, err := os.Readlink(filepath.Join(dir, name)); err != nil || target != "guard" {
-			t.Errorf("%s/%s -> %q (%v), want a link to guard", dir, name, target, err)
+		if fi, err := os.Lstat(filepath.Join(dir, name)); err != nil || !fi.Mode().IsRegular() || !os.SameFile(fi, copyInfo) {
+			t.Errorf("%s/%s: %v (%v), want a hard link to guard's copy", dir, name, fi, err)
 		}
 	}
 }

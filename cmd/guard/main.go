@@ -6,7 +6,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/progress"
@@ -14,18 +13,23 @@ import (
 
 func main() { os.Exit(run(os.Args)) }
 
-// run dispatches on argv[0], like busybox: a name starting with "guard" is
-// the command-line tool, any other name is a shim call. A shim call never
-// goes through urfave/cli, so the tool's own flags pass through untouched.
+// run dispatches on argv[0], like busybox: exactly "guard" is the
+// command-line tool, any other name a shim call, a tool named guardrails
+// or guard-x included (the manifest refuses only "guard" itself). A shim
+// call never goes through urfave/cli, so the tool's own flags pass through
+// untouched. The tests run this binary as "guard" too (main_test.go).
 func run(args []string) (status int) {
 	w := world()
 	defer guard.Recover(&status, w)
 	name := filepath.Base(args[0])
-	if strings.HasPrefix(name, "guard") {
+	if name == cliName {
 		return runApp(w, args)
 	}
 	return guard.Shim(w, name, args[1:])
 }
+
+// cliName is the one name under which guard is its command-line tool.
+const cliName = "guard"
 
 // world reads what guard takes from outside itself, once: the environment,
 // the standard descriptors and whether they are terminals. This is the

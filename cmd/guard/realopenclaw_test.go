@@ -261,6 +261,124 @@ size = 64
 	}
 }
 
+// TestRealOpenClawAllowlist runs the shims under OpenClaw's exec
+// approvals in allowlist mode (security "allowlist", ask "off": a miss is
+// refused at once), OpenClaw's own exec tool driven as in
+// TestRealOpenClaw. OpenClaw resolves an allowed command to its real path
+// and runs that path: each shim must be a path of its own that still
+// names its tool (docs/shells.md, "OpenClaw"). With an entry for
+// llama-simple only, by bare name and then as ~/.shim/llama-simple,
+// llama-simple's calls reach the real tool through guard, and neither
+// another shim nor guard's own CLI is allowed with it.
+func TestRealOpenClawAllowlist(t *testing.T) {
+	if os.Getenv("GUARD_TEST_OPENCLAW") != "1" {
+		t.Skip("opt-in: GUARD_TEST_OPENCLAW=1 installs openclaw " + openclawVersion + " and Node " + nodeVersion + " from npm into a temporary folder (docs/contributing.md)")
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Fatalf("GUARD_TEST_OPENCLAW=1 needs npm to install OpenClaw: %v", err)
+	}
+	prefix := os.Getenv("GUARD_TEST_OPENCLAW_PREFIX")
+	if prefix == "" {
+		prefix = t.TempDir()
+	}
+	oc := installOpenClaw(t, npm, prefix)
+
+	tmp := t.TempDir()
+	home := filepath.Join(tmp, "home")
+	shims := filepath.Join(home, ".shim")
+	self := filepath.Join(tmp, "self")
+	real := filepath.Join(tmp, "real")
+	for _, d := range []string{filepath.Join(home, ".openclaw"), filepath.Join(home, "workspace"), filepath.Join(home, ".config", "guard"), self, real} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(exe, filepath.Join(self, "guard")); err != nil {
+		t.Fatal(err)
+	}
+	// Stand-ins for the two llama tools: each says its name and arguments.
+	for _, name := range []string{"llama-simple", "llama-completion"} {
+		guardtest.WriteFile(t, filepath.Join(real, name), "#!/bin/sh\necho \""+name+" ran with: $*\"\n", 0o755)
+	}
+	guardtest.WriteFile(t, filepath.Join(home, ".config", "guard", "manifest.toml"), fmt.Sprintf(`
+[tools.llama-simple]
+path = %q
+
+[tools.llama-completion]
+path = %q
+`, filepath.Join(real, "llama-simple"), filepath.Join(real, "llama-completion")), 0o644)
+	guardtest.WriteFile(t, filepath.Join(home, ".openclaw", "openclaw.json"), "{\n  agents: { defaults: { workspace: '"+filepath.Join(home, "workspace")+"' } },\n}\n", 0o600)
+	base := []string{
+		"HOME=" + home, "SHELL=/bin/bash", "LANG=C.UTF-8",
+		"GUARD_STATE_DIR=" + filepath.Join(tmp, "state"), "GUARD_LOG=" + filepath.Join(tmp, "selfheal.log"),
+		"GORACE=atexit_sleep_ms=0",
+	}
+	gatewayEnv := append(slices.Clone(base), "PATH="+shims+":"+oc.nodeBin+":/usr/bin:/bin")
+	cliEnv := append(slices.Clone(base), "PATH="+oc.nodeBin+":/usr/local/bin:/usr/bin:/bin")
+	cmd := exec.Command(filepath.Join(self, "guard"), "install")
+	cmd.Env = append(slices.Clone(base), "PATH="+oc.nodeBin+":/usr/bin:/bin")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "tools.exec.pathPrepend") {
+		t.Fatalf("guard install: %v\n%s", err, out)
+	}
+
+	// The host approvals document, as a person sets it: allowlist mode,
+	// no prompts (a miss is refused: no one is there to approve), one
+	// entry.
+	approve := func(pattern string) {
+		t.Helper()
+		doc := fmt.Sprintf(`{ version: 1, defaults: { security: "allowlist", ask: "off", askFallback: "deny" }, agents: { main: { security: "allowlist", ask: "off", askFallback: "deny", allowlist: [ { pattern: %q } ] } } }`, pattern)
+		t.Logf("approvals: %s", doc)
+		cmd := exec.Command(oc.cli, "approvals", "set", "--stdin")
+		cmd.Env, cmd.Stdin = cliEnv, strings.NewReader(doc)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("openclaw approvals set (%s): %v\n%s", pattern, err, out)
+		}
+	}
+	for _, pattern := range []string{"llama-simple", "~/.shim/llama-simple"} {
+		approve(pattern)
+		gw := startExecDriver(t, oc, home, gatewayEnv)
+		for _, c := range []struct{ command, want string }{
+			{"llama-simple --version", "llama-simple ran with: --version"},
+			{"llama-simple status", "llama-simple ran with: status"},
+		} {
+			ran, said := gw.attempt(t, c.command)
+			t.Logf("allowlist %q, %s: ran %v: %s", pattern, c.command, ran, said)
+			if !ran || !strings.Contains(said, c.want) {
+				t.Errorf("allowlist %q: %s did not reach the real tool through guard (want %q):\n%s", pattern, c.command, c.want, said)
+			}
+		}
+		for _, command := range []string{"llama-completion --version", "guard status", shims + "/guard status"} {
+			ran, said := gw.attempt(t, command)
+			t.Logf("allowlist %q, %s: ran %v: %s", pattern, command, ran, first(said))
+			if ran || strings.Contains(said, "ran with") || strings.Contains(said, "shims (") {
+				t.Errorf("allowlist %q allowed %s:\n%s", pattern, command, said)
+			}
+		}
+	}
+
+	// What docs/shells.md warns of, as OpenClaw does it: an entry for the
+	// whole shim folder allows guard's own CLI with the tools, and an
+	// entry for npx does not allow the package npx runs (OpenClaw checks
+	// the package's command, which no entry names).
+	approve("~/.shim/*")
+	gw := startExecDriver(t, oc, home, gatewayEnv)
+	if ran, said := gw.attempt(t, "guard status"); !ran || !strings.Contains(said, "shims (") {
+		t.Errorf("allowlist ~/.shim/* refused guard status; docs/shells.md says it allows it:\n%s", said)
+	}
+	approve("npx")
+	gw = startExecDriver(t, oc, home, gatewayEnv)
+	if ran, said := gw.attempt(t, "npx cowsay hi"); ran {
+		t.Errorf("allowlist npx allowed npx cowsay; docs/shells.md says it needs an entry for the package:\n%s", said)
+	} else {
+		t.Logf("allowlist npx, npx cowsay hi: refused: %s", first(said))
+	}
+}
+
 // openClawInstall is where the npm installs put OpenClaw and Node.
 type openClawInstall struct {
 	nodeBin string // the folder of Node 24's node
@@ -386,6 +504,30 @@ func (d *execDriver) run(t *testing.T, command string, env map[string]string) st
 		t.Fatalf("exec of %q: %s (%v)\n%s", command, line, err, d.stderr)
 	}
 	return res.Output
+}
+
+// attempt is run for a command OpenClaw may refuse: ran says whether it
+// completed, said is its output or OpenClaw's reason.
+func (d *execDriver) attempt(t *testing.T, command string) (ran bool, said string) {
+	t.Helper()
+	req, _ := json.Marshal(map[string]any{"command": command})
+	if _, err := d.in.Write(append(req, '\n')); err != nil {
+		t.Fatalf("exec driver: %v\n%s", err, d.stderr)
+	}
+	line, err := d.out.ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("exec driver: %v\n%s", err, d.stderr)
+	}
+	var res struct {
+		OK     bool   `json:"ok"`
+		Status string `json:"status"`
+		Output string `json:"output"`
+		Error  string `json:"error"`
+	}
+	if err := json.Unmarshal(line, &res); err != nil {
+		t.Fatalf("exec of %q: %s (%v)\n%s", command, line, err, d.stderr)
+	}
+	return res.OK && res.Status == "completed", res.Status + " " + res.Output + res.Error
 }
 
 func first(s string) string { l, _, _ := strings.Cut(s, "\n"); return strings.TrimSpace(l) }

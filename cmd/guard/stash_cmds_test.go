@@ -34,6 +34,8 @@ func cmdRegistry(ts *testscript.TestScript, neg bool, args []string) {
 	reg, err := guardtest.NewRegistry(ts.MkAbs("."))
 	ts.Check(err)
 	ts.Defer(reg.Close)
+	registries.Store(ts, reg)
+	ts.Defer(func() { registries.Delete(ts) })
 	ts.Setenv("REGISTRY", reg.Host)
 	ts.Check(reg.DockerLogin(ts.Getenv("HOME")))
 }

@@ -80,7 +80,7 @@ row "after uninstall" "ls -A /usr/local/bin /usr/local/lib /etc/profile.d | tr -
 	if got := stdout.String(); got != want {
 		t.Errorf("rows:\n%s\nwant:\n%s\ninstall and uninstall said:\n%s", got, want, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "linked /usr/local/bin/npx -> /usr/local/lib/guard/guard") {
+	if !strings.Contains(stderr.String(), "linked /usr/local/bin/npx -> /usr/local/lib/guard/npx") {
 		t.Errorf("install did not link /usr/local/bin/npx:\n%s", stderr.String())
 	}
 }

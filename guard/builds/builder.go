@@ -172,8 +172,9 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 	fmt.Fprintf(logf, "== guard: build %s at %s (%s: %s)\n", name, time.Now().Format(time.RFC3339), what, reason)
 
 	rep := progress.Start(b.stderr(), "building "+name, 0, b.ProgressEvery)
-	if last, ok := LastBuild(b.StateDir, name); ok {
-		rep.Expect(last.Took) // the time left is the last good build's share still to do
+	cold := FromNothing(rec) // before the clone: a clone makes a build from nothing too
+	if took, ok := Expected(b.StateDir, rec); ok {
+		rep.Expect(took) // the time left is the last good build's (of this kind) share still to do
 	}
 	out := &tailWriter{w: logf}
 	start := time.Now()
@@ -244,7 +245,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 			return fail(&BuildError{Target: target, Reason: h.Reason, Status: -1})
 		}
 	}
-	b.recordBuild(name, time.Since(start), time.Now())
+	b.recordBuild(name, time.Since(start), time.Now(), cold)
 	took := time.Since(start).Round(100 * time.Millisecond)
 	fmt.Fprintf(logf, "== guard: build %s ok in %s\n", name, took)
 	rep.Stop(fmt.Sprintf("guard: rebuilt %s in %s", name, took))

@@ -137,6 +137,42 @@ func TestCheckBinaryStamp(t *testing.T) {
 	}
 }
 
+// A library rewritten in place with its old size and mtime (cp -p, rsync
+// -t, tar do that) is a changed file: its ctime moved, and the stamp, which
+// knows files as a model's stamp does (state.Identity), must not hold.
+func TestCheckBinaryStampSeesAnInPlaceRewrite(t *testing.T) {
+	good := copyFixtureBin(t, false)
+	bin := filepath.Join(good, "llama-completion")
+	lib := filepath.Join(good, "libfixture.so")
+	stamps := t.TempDir()
+	if h := builds.CheckBinary(bin, stamps, ""); !h.OK {
+		t.Fatalf("first check: %+v", h)
+	}
+	fi, err := os.Stat(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same number of bytes, none of them a library any more, and the
+	// old mtime put back.
+	if err := os.WriteFile(lib, make([]byte, fi.Size()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(lib, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := os.Stat(lib); err != nil || after.Size() != fi.Size() || !after.ModTime().Equal(fi.ModTime()) {
+		t.Fatalf("the rewrite must keep size and mtime: %v %v", after, err)
+	}
+	before := builds.SlowChecks()
+	h := builds.CheckBinary(bin, stamps, "")
+	if n := builds.SlowChecks() - before; n != 1 {
+		t.Fatalf("full inspections = %d; want 1 (the stamp held over a library rewritten in place)", n)
+	}
+	if h.OK {
+		t.Fatalf("a zeroed library passed: %+v", h)
+	}
+}
+
 func TestCheckBinaryReplacedBinary(t *testing.T) {
 	good := copyFixtureBin(t, false)
 	bin := filepath.Join(good, "llama-completion")

@@ -56,3 +56,47 @@ func TestStamped(t *testing.T) {
 		t.Fatal("an evicted binary lost its stamp")
 	}
 }
+
+// A build from nothing (its output folder empty or gone) is expected to
+// take what the last build from nothing took, never what the last
+// incremental one did (issue 36).
+func TestABuildFromNothingExpectsTheLastFromNothing(t *testing.T) {
+	b, _, _ := newBuilder(t, "")
+	dir := t.TempDir()
+	rec := &manifest.Build{Name: "r", Dir: dir, Outputs: []string{"build"},
+		Steps: [][]string{{"sh", "-c", "mkdir -p build && touch build/lib.so"}}}
+	if !builds.FromNothing(rec) {
+		t.Fatal("a build with no build folder is not from nothing")
+	}
+	if _, ok := builds.Expected(b.StateDir, rec); ok {
+		t.Fatal("an expectation before any build")
+	}
+	if err := b.Build(context.Background(), "x", rec, ""); err != nil {
+		t.Fatal(err)
+	}
+	cold, ok := builds.LastColdBuild(b.StateDir, "r")
+	if !ok {
+		t.Fatal("a build from nothing was not recorded as one")
+	}
+	if builds.FromNothing(rec) {
+		t.Fatal("a full build folder is taken for nothing")
+	}
+	if err := b.Build(context.Background(), "x", rec, ""); err != nil { // incremental
+		t.Fatal(err)
+	}
+	last, _ := builds.LastBuild(b.StateDir, "r")
+	if again, _ := builds.LastColdBuild(b.StateDir, "r"); again != cold || !last.At.After(cold.At) {
+		t.Fatalf("an incremental build changed the record from nothing: %+v, last %+v", again, last)
+	}
+	if d, ok := builds.Expected(b.StateDir, rec); !ok || d != last.Took {
+		t.Errorf("incremental: expected %v, %v; want the last build's %v", d, ok, last.Took)
+	}
+	os.RemoveAll(filepath.Join(dir, "build"))
+	if d, ok := builds.Expected(b.StateDir, rec); !ok || d != cold.Took {
+		t.Errorf("from nothing: expected %v, %v; want the last from nothing, %v", d, ok, cold.Took)
+	}
+	os.Mkdir(filepath.Join(dir, "build"), 0o755) // empty is nothing too
+	if !builds.FromNothing(rec) {
+		t.Error("an empty build folder is not from nothing")
+	}
+}

@@ -1,7 +1,6 @@
 package builds
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,21 +11,19 @@ import (
 )
 
 // stampHeader starts every binary stamp; bump the number when the format or
-// the meaning of a check changes, so old stamps are ignored.
-const stampHeader = "guard-binary-stamp 2"
+// the meaning of a check changes, so old stamps are ignored. 3: every file
+// is known by its state.Identity (ctime, device and inode included), the
+// same notion of an unchanged file as a model's stamp.
+const stampHeader = "guard-binary-stamp 3"
 
 // maxStamp bounds a stamp's size; a binary with more dependencies than fit
 // is simply not stamped and gets the full check each time.
 const maxStamp = 8192
 
-// fileID is what must stay the same for a stamp to hold: a rebuilt or
-// replaced binary gets a new inode, mtime or size.
+// fileID is what must stay the same for a stamp to hold: the binary's
+// identity and its permissions (a chmod -x is a change the stamp must see).
 func fileID(fi os.FileInfo) string {
-	var dev, ino uint64
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		dev, ino = uint64(st.Dev), st.Ino
-	}
-	return fmt.Sprintf("%d %d %d %d %o", dev, ino, fi.ModTime().UnixNano(), fi.Size(), fi.Mode().Perm())
+	return state.IdentityOf(fi).String() + " " + strconv.FormatUint(uint64(fi.Mode().Perm()), 8)
 }
 
 // stampPath names a binary's stamp after its path; "bin-" keeps it apart
@@ -45,27 +42,30 @@ func absPath(path string) string {
 }
 
 // fileStat is what the stamp keeps of each library: a library cut short or
-// rewritten in place by a killed linker keeps its path but not its size and
-// mtime, and a stat is all the fast path can afford to look at.
+// rewritten in place by a killed linker (or copied over with cp -p) keeps
+// its path but not its identity, and a stat is all the fast path can
+// afford to look at.
 type fileStat struct {
-	path  string
-	size  int64
-	mtime int64 // nanoseconds
+	path string
+	id   state.Identity
 }
 
 func statOf(path string, fi os.FileInfo) fileStat {
-	return fileStat{path: path, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	return fileStat{path: path, id: state.IdentityOf(fi)}
 }
 
-// line is the stamp's line for the file: size, mtime, then the path, which
-// may hold spaces.
+// line is the stamp's line for the file: its identity (five numbers), then
+// the path, which may hold spaces.
 func (f fileStat) line() string {
-	return strconv.FormatInt(f.size, 10) + " " + strconv.FormatInt(f.mtime, 10) + " " + f.path
+	return f.id.String() + " " + f.path
 }
+
+// identityFields is how many space-separated numbers start a line.
+const identityFields = 5
 
 // stampStillHolds reads the stamp and stats every file it lists. Any
-// mismatch (gone, other size, other mtime) sends the caller to the full
-// check, which rewrites the stamp.
+// mismatch (gone, another identity) sends the caller to the full check,
+// which rewrites the stamp.
 func stampStillHolds(stamp, binary, id string) bool {
 	data, ok := readSmall(stamp)
 	if !ok {
@@ -77,18 +77,16 @@ func stampStillHolds(stamp, binary, id string) bool {
 	}
 	var st syscall.Stat_t
 	for _, dep := range lines[2:] {
-		size, rest, _ := strings.Cut(dep, " ")
-		mtime, path, ok := strings.Cut(rest, " ")
-		if !ok || syscall.Stat(path, &st) != nil || !sameInt(size, st.Size) || !sameInt(mtime, st.Mtim.Nano()) {
+		fields := strings.SplitN(dep, " ", identityFields+1)
+		if len(fields) != identityFields+1 {
+			return false
+		}
+		path := fields[identityFields]
+		if syscall.Stat(path, &st) != nil || state.IdentityOfStat(&st).String()+" "+path != dep {
 			return false
 		}
 	}
 	return true
-}
-
-func sameInt(s string, n int64) bool {
-	v, err := strconv.ParseInt(s, 10, 64)
-	return err == nil && v == n
 }
 
 // readSmall reads a stamp: one open that neither follows a link nor waits

@@ -32,6 +32,9 @@ type Report struct {
 	LogPath      string           `json:"log"`
 	Events       []heallog.Record `json:"events"`
 	OtherEvents  int              `json:"other_installs_events"` // events of other installs (or unmarked) read past and left out of events
+	// OlderEventsNotRead: the read stopped at its bound (statusLogScan)
+	// with older lines of the log unread.
+	OlderEventsNotRead bool `json:"older_events_not_read"`
 }
 
 // Problem is one thing that keeps the report from being healthy, and the
@@ -42,10 +45,13 @@ type Problem struct {
 	Fix  string `json:"fix"`  // "guard heal", "guard heal --wait NAME", "guard install", an export PATH line
 }
 
-// ShimState is one entry of the shim folder: "ok", "missing", "dangling",
-// "not-guard" (a file guard did not put there), "stale" (a link to guard
-// for a tool the manifest no longer has; not a problem, heal removes it)
-// or, for guard's own copy, "broken" (empty or cut off).
+// ShimState is one entry of the shim folder: "ok" (a hard link to
+// guard's copy, or a copy of it where no hard link can be made),
+// "missing", "outdated" (guard's, not yet linked to its copy: an older
+// install's symlink, or an older guard's link), "not-guard" (a file or
+// link guard did not put there), "stale" (a link to guard for a tool the
+// manifest no longer has; not a problem, heal removes it) or, for guard's
+// own copy, "broken" (empty or cut off).
 type ShimState struct {
 	Name  string `json:"name"`
 	State string `json:"state"`

@@ -5,9 +5,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // installed reports whether guard is installed here, by the rule the
@@ -37,28 +39,32 @@ func shimStates(c *guard.Config) []ShimState {
 
 func shimState(dir, name string) ShimState {
 	p := filepath.Join(dir, name)
-	fi, err := os.Lstat(p)
-	switch {
-	case err != nil:
-		return ShimState{name, "missing"}
-	case name == install.GuardName && install.CopyProblem(p) != "":
-		return ShimState{name, "broken"} // empty or cut off: every shim would run nothing, or crash
-	case name == install.GuardName:
+	if name == install.GuardName {
+		switch fi, err := os.Lstat(p); {
+		case err != nil:
+			return ShimState{name, "missing"}
+		case !fi.Mode().IsRegular():
+			return ShimState{name, "not-guard"} // a link or other file in the copy's place
+		case install.CopyProblem(p) != "":
+			return ShimState{name, "broken"} // empty or cut off: every shim would run nothing, or crash
+		}
 		return ShimState{name, "ok"}
-	case fi.Mode()&os.ModeSymlink == 0:
-		return ShimState{name, "not-guard"}
 	}
-	if _, err := os.Stat(p); err != nil {
-		return ShimState{name, "dangling"}
+	switch install.Classify(dir, name) {
+	case install.Missing:
+		return ShimState{name, "missing"}
+	case install.Linked:
+		return ShimState{name, "ok"}
+	case install.Outdated:
+		return ShimState{name, "outdated"}
 	}
-	if !install.IsGuardLink(dir, name) {
-		return ShimState{name, "not-guard"}
-	}
-	return ShimState{name, "ok"}
+	return ShimState{name, "not-guard"}
 }
 
-// staleLinks are the links to guard in the shim folder whose names the
-// manifest no longer has (a tool removed from it), in order.
+// staleLinks are guard's links in the shim folder whose names the
+// manifest no longer has (a tool removed from it), in order. The names of
+// guard's own files there (its copy, the stamps, a link half made) are
+// never tools.
 func staleLinks(c *guard.Config) []string {
 	entries, err := os.ReadDir(c.ShimDir)
 	if err != nil {
@@ -67,10 +73,10 @@ func staleLinks(c *guard.Config) []string {
 	var out []string
 	for _, e := range entries {
 		name := e.Name()
-		if name == install.GuardName || c.M.Tools[name] != nil || e.Type()&fs.ModeSymlink == 0 {
+		if name == install.GuardName || name == install.CopyStamp || name == install.LinksStamp || strings.HasPrefix(name, state.TempPrefix) || c.M.Tools[name] != nil {
 			continue
 		}
-		if install.IsGuardLink(c.ShimDir, name) {
+		if install.IsGuards(c.ShimDir, name) {
 			out = append(out, name)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard"
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/sign"
 	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/guard/state"
@@ -275,7 +276,9 @@ func StashListRemote(e *guard.Engine, out io.Writer, src string, asJSON bool) er
 		store.Trusted = append(store.Trusted, own.Public())
 	}
 	entries, err := store.ListRegistry(context.Background(), e.Registry(), src)
-	if err != nil {
+	// A repository nothing was pushed to yet is an empty list, said so.
+	nothing := errors.Is(err, registry.ErrNothingPushed)
+	if err != nil && !nothing {
 		return fmt.Errorf("cannot list %s: %w", src, err)
 	}
 	r := StashListRemoteReport{Registry: src, Entries: []RemoteEntry{}}
@@ -318,6 +321,10 @@ func StashListRemote(e *guard.Engine, out io.Writer, src string, asJSON bool) er
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
+	}
+	if nothing {
+		fmt.Fprintf(out, "nothing pushed yet to %s\n", printable(src))
+		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RECIPE\tKEY\tBYTES\tCREATED\tSIGNED BY\tMATCHES NOW")

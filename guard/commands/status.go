@@ -30,13 +30,26 @@ type StatusOptions struct {
 	Colour bool      // colour the text report (the caller knows whether out is a terminal)
 }
 
+// statusLogScan bounds what status reads of the heal log and its .1, from
+// their end: a log shared by many installs costs what this bound costs,
+// however few of its events are this install's (docs/exit-status-and-events.md,
+// "One log, many installs").
+const statusLogScan = 4 << 20
+
+// statusLogRead, when set (by a test), is given each read of the log.
+var statusLogRead func(heallog.Scan)
+
 // Status gathers the report, prints it and says whether all is healthy.
 func Status(e *guard.Engine, out io.Writer, o StatusOptions) (bool, error) {
 	c := e.Config()
 	r := gather(e)
 	if o.Events > 0 {
-		events, others, err := heallog.ReadFor(r.LogPath, o.Events, o.Since, e.Install())
-		r.OtherEvents = others
+		sc, err := heallog.ReadBounded(r.LogPath, o.Events, o.Since, e.Install(), statusLogScan)
+		events := sc.Records
+		r.OtherEvents, r.OlderEventsNotRead = sc.Others, sc.OlderNotRead
+		if statusLogRead != nil {
+			statusLogRead(sc)
+		}
 		if err != nil {
 			// The report is still worth having without its events.
 			e.Say("cannot read the heal log: %v; no events shown", err)

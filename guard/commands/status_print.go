@@ -228,6 +228,9 @@ func (p *printer) print(out io.Writer, r *Report) {
 		if r.OtherEvents > 0 {
 			fmt.Fprintf(tw, "  (%s of other installs in this log left out)\n", units.Count(r.OtherEvents, "event", "events"))
 		}
+		if r.OlderEventsNotRead {
+			fmt.Fprintf(tw, "  (older events not read: status reads the last %d MiB of the log)\n", statusLogScan>>20)
+		}
 	}
 	tw.Flush()
 }

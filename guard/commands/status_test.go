@@ -3,6 +3,7 @@ package commands
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -155,7 +156,8 @@ type documentedReport struct {
 		Install     string    `json:"install"`
 		Detached    bool      `json:"detached"`
 	} `json:"events"`
-	OtherEvents int `json:"other_installs_events"`
+	OtherEvents        int  `json:"other_installs_events"`
+	OlderEventsNotRead bool `json:"older_events_not_read"`
 }
 
 // TestStatusJSONSchema checks both ways, with every field filled (so no
@@ -470,5 +472,35 @@ func TestStatusFixOfWhatHealsInTheBackground(t *testing.T) {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("headline lacks %q:\n%s", line, out.String())
 		}
+	}
+}
+
+// A shared log of other installs' events alone (bigger than the bound,
+// with a .1): status reads no more than statusLogScan of it and says older
+// events were not read.
+func TestStatusBoundsTheLogRead(t *testing.T) {
+	var out bytes.Buffer
+	e := statusEngine(t, "", &out)
+	log := e.Config().LogPath
+	var b strings.Builder
+	for i := 0; b.Len() < statusLogScan+(1<<20); i++ {
+		fmt.Fprintf(&b, `{"level":"info","ts":"2026-01-01T00:00:%02dZ","event":"binary.rebuild","tool":"llama-completion","result":"ok","install":"/home/other/.cache/guard"}`+"\n", i%60)
+	}
+	for _, p := range []string{log, log + ".1"} {
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var read int64
+	statusLogRead = func(sc heallog.Scan) { read = sc.Read }
+	t.Cleanup(func() { statusLogRead = nil })
+	if _, err := Status(e, &out, StatusOptions{Events: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if read == 0 || read > statusLogScan {
+		t.Errorf("status read %d bytes of the log, want at most %d", read, statusLogScan)
+	}
+	if !strings.Contains(out.String(), "older events not read") {
+		t.Errorf("status does not say older events were not read:\n%s", out.String())
 	}
 }

@@ -47,13 +47,17 @@ type Record struct {
 	LeftMS  int64   `json:"left_ms"`
 	// LeftEstimated: LeftMS comes from the heal's own rate so far (a first
 	// build), not from the last build's length.
-	LeftEstimated bool      `json:"left_estimated,omitempty"`
-	Phase         string    `json:"phase,omitempty"`
-	Updated       time.Time `json:"updated"`
+	LeftEstimated bool `json:"left_estimated,omitempty"`
+	// OverMS is the length the heal was expected to take, once it ran
+	// past it (progress.Snapshot.Over); 0 otherwise.
+	OverMS  int64     `json:"over_ms,omitempty"`
+	Phase   string    `json:"phase,omitempty"`
+	Updated time.Time `json:"updated"`
 	// LimitMS is the heal's own limit (the recipe's timeout, else
 	// [budget] heal): 0 when the record does not say.
 	LimitMS int64 `json:"limit_ms,omitempty"`
-	// Result is "" while the heal runs, then "ok" or "failed" with Message.
+	// Result is "" while the heal runs, then "ok", or "failed" or Later
+	// with Message.
 	Result  string    `json:"result,omitempty"`
 	Message string    `json:"message,omitempty"`
 	End     time.Time `json:"end,omitzero"`
@@ -87,7 +91,8 @@ func (r Record) Stale(now time.Time) bool {
 
 // Snapshot is where the heal stood at its last update.
 func (r Record) Snapshot() progress.Snapshot {
-	return progress.Snapshot{Percent: r.Percent, Left: r.Left(), Status: r.Phase, Estimated: r.LeftEstimated}
+	return progress.Snapshot{Percent: r.Percent, Left: r.Left(), Status: r.Phase, Estimated: r.LeftEstimated,
+		Over: time.Duration(r.OverMS) * time.Millisecond}
 }
 
 // Done reports whether the heal wrote its result.
@@ -99,6 +104,9 @@ func (r Record) Where() string {
 	var parts []string
 	if r.Percent >= 0 {
 		parts = append(parts, fmt.Sprintf("%.0f%%", r.Percent))
+	}
+	if r.OverMS > 0 {
+		parts = append(parts, "past the "+(time.Duration(r.OverMS)*time.Millisecond).Round(time.Second).String()+" expected")
 	}
 	if left := r.Left(); left >= 0 {
 		s := "about " + left.Round(time.Second).String() + " left"
@@ -243,6 +251,7 @@ func (j *Job) Progress(s progress.Snapshot) {
 		return
 	}
 	j.rec.Percent, j.rec.LeftMS, j.rec.Phase, j.rec.LeftEstimated = s.Percent, -1, s.Status, s.Estimated
+	j.rec.OverMS = s.Over.Milliseconds()
 	if s.Left >= 0 {
 		j.rec.LeftMS = s.Left.Milliseconds()
 	}
@@ -254,10 +263,18 @@ func (j *Job) Progress(s progress.Snapshot) {
 // bounds the whole record).
 const maxMessage = 16 << 10
 
-// Finish records the heal's result: ok for a nil err, else failed with
-// err's message, whole (a download's reasons for each url are on the lines
-// after its first), cut at maxMessage. It returns the error of writing
-// the record.
+// Later is the result of a heal stopped for a trouble that passes (a
+// download whose sources stalled, its partial kept): not a failure, and
+// a call waiting for it says to call again later (exit 75).
+const Later = "later"
+
+// passing is an error that ends a heal for a trouble that passes.
+type passing interface{ Passing() bool }
+
+// Finish records the heal's result: ok for a nil err, else failed (Later
+// for an error with a Passing method that says so) with err's message,
+// whole (a download's reasons for each url are on the lines after its
+// first), cut at maxMessage. It returns the error of writing the record.
 func (j *Job) Finish(err error) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -268,6 +285,9 @@ func (j *Job) Finish(err error) error {
 			msg = strings.ToValidUTF8(msg[:maxMessage], "") + " …"
 		}
 		j.rec.Result, j.rec.Message = "failed", msg
+		if p := passing(nil); errors.As(err, &p) && p.Passing() {
+			j.rec.Result = Later
+		}
 	} else {
 		j.rec.Percent, j.rec.LeftMS = 100, 0
 	}

@@ -234,3 +234,15 @@ func TestStopped(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A heal past the length it was expected to take says so in its line.
+func TestWhereSaysAHealRanPastItsExpectation(t *testing.T) {
+	r := healjob.Record{Percent: 5, LeftMS: 1140_000, LeftEstimated: true, OverMS: 48_000}
+	if got, want := r.Where(), "5%, past the 48s expected, about 19m0s left (estimated from its rate so far)"; got != want {
+		t.Errorf("Where() = %q, want %q", got, want)
+	}
+	r = healjob.Record{Percent: -1, LeftMS: -1, OverMS: 48_000}
+	if got, want := r.Where(), "past the 48s expected, time left unknown"; got != want {
+		t.Errorf("Where() = %q, want %q", got, want)
+	}
+}

@@ -52,3 +52,31 @@ func logOf(size int) []byte {
 	}
 	return buf.Bytes()
 }
+
+// BenchmarkReadForeign is `guard status` on a shared log none of whose
+// events are this install's: the read stops at its bound (4 MiB, as
+// status reads), so a 100 MB log with a full .1 costs what 4 MiB does.
+//
+//	go test -run XXX -bench ReadForeign -benchmem ./guard/heallog
+func BenchmarkReadForeign(b *testing.B) {
+	dir := b.TempDir()
+	path := filepath.Join(dir, "selfheal.log")
+	var buf bytes.Buffer
+	for i := 0; buf.Len() < 100<<20; i++ {
+		ts := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second)
+		buf.WriteString(`{"level":"info","ts":"` + ts.Format(time.RFC3339Nano) + `","event":"binary.rebuild","tool":"llama-completion","result":"ok","install":"/home/other/.cache/guard"}` + "\n")
+	}
+	for _, p := range []string{path, path + ".1"} {
+		if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	buf = bytes.Buffer{}
+	b.ReportAllocs()
+	for b.Loop() {
+		sc, err := heallog.ReadBounded(path, 10, time.Time{}, "/home/me/.cache/guard", 4<<20)
+		if err != nil || !sc.OlderNotRead {
+			b.Fatalf("%+v %v", sc, err)
+		}
+	}
+}

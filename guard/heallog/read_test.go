@@ -217,3 +217,60 @@ func TestReadForKeepsOneInstall(t *testing.T) {
 		t.Errorf("Read = %d events, want all 5", len(all))
 	}
 }
+
+// foreignLog writes size bytes of another install's events, as guard
+// writes them, into path.
+func foreignLog(t *testing.T, path string, size int) {
+	t.Helper()
+	var b strings.Builder
+	for i := 0; b.Len() < size; i++ {
+		ts := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second)
+		fmt.Fprintf(&b, `{"level":"info","ts":%q,"event":"binary.rebuild","tool":"llama-completion","result":"ok","duration_ms":1200,"install":"/home/other/.cache/guard"}`+"\n", ts.Format(time.RFC3339Nano))
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadBoundedStopsAtItsBound: a log (and .1) of another install's
+// events alone is read no further than the bound, which it says it met;
+// this install's events at the end are found after a few bytes; a log
+// within the bound is read whole, and not said to be cut.
+func TestReadBoundedStopsAtItsBound(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "selfheal.log")
+	foreignLog(t, path, 3<<20)
+	foreignLog(t, path+".1", 3<<20)
+	const bound = 1 << 20
+	sc, err := heallog.ReadBounded(path, 10, time.Time{}, "/home/me/.cache/guard", bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Read > bound || sc.Read < bound/2 || !sc.OlderNotRead || len(sc.Records) != 0 || sc.Others < 1000 {
+		t.Fatalf("a foreign log: read %d bytes (bound %d), older not read %v, %d records, %d others", sc.Read, bound, sc.OlderNotRead, len(sc.Records), sc.Others)
+	}
+
+	mine := heallog.New(path, nil)
+	mine.Install = "/home/me/.cache/guard"
+	for i := 0; i < 3; i++ {
+		mine.Write(heallog.Event{Event: "shim.recreate", Tool: fmt.Sprint("t", i)})
+	}
+	mine.Close()
+	sc, err = heallog.ReadBounded(path, 3, time.Time{}, mine.Install, bound)
+	if err != nil || len(sc.Records) != 3 || sc.Records[2].Tool != "t2" || sc.OlderNotRead || sc.Read > 64<<10 {
+		t.Fatalf("this install's events at the end: %+v, read %d, older not read %v, %v", sc.Records, sc.Read, sc.OlderNotRead, err)
+	}
+
+	small := filepath.Join(dir, "small.log")
+	foreignLog(t, small, 100<<10)
+	sc, err = heallog.ReadBounded(small, 10, time.Time{}, mine.Install, bound)
+	fi, _ := os.Stat(small)
+	if err != nil || sc.OlderNotRead || sc.Read != fi.Size() {
+		t.Fatalf("a log within the bound: read %d of %d, older not read %v, %v", sc.Read, fi.Size(), sc.OlderNotRead, err)
+	}
+	// since still stops the read at an older event of another install.
+	sc, _ = heallog.ReadBounded(path, 0, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(1000*time.Hour), mine.Install, 0)
+	if len(sc.Records) != 3 || sc.Read > 64<<10 {
+		t.Fatalf("since past the foreign events: %d records, read %d", len(sc.Records), sc.Read)
+	}
+}

@@ -1,6 +1,6 @@
 // Package install puts guard in the shim folder and takes it out again:
 // a copy of the guard executable (so a deleted build folder cannot break the
-// shims), one relative symlink per manifest tool, the default manifest when
+// shims), one hard link to it per manifest tool (links.go), the default manifest when
 // the user has none, a marked PATH block in the shell start-up files, the
 // hook files the block calls on (restore.sh, which brings back a guard the
 // sandbox evicted; env.sh for BASH_ENV; prewarm.sh), and with --system links
@@ -112,10 +112,18 @@ func Install(o Options) (*Report, error) {
 	if err := os.MkdirAll(o.ShimDir, 0o755); err != nil {
 		return r, fmt.Errorf("create shim folder: %w", err)
 	}
+	before := statCopy(o.ShimDir)
 	copied, err := copyIfChanged(o.Self, filepath.Join(o.ShimDir, GuardName), o.Force)
 	if err != nil {
 		return r, err
 	}
+	// Every tool name is a hard link to the copy: a new copy leaves the
+	// old file under each name, so each is linked again now.
+	g := statCopy(o.ShimDir)
+	if copied {
+		g = g.replacing(before)
+	}
+	exe := copyBytes(o.ShimDir)
 	if copied {
 		r.did("copied guard to %s", filepath.Join(o.ShimDir, GuardName))
 	} else if err := stampCopy(filepath.Join(o.ShimDir, GuardName)); err != nil {
@@ -123,7 +131,7 @@ func Install(o Options) (*Report, error) {
 	}
 	_ = os.Remove(restoreFailed(o.StateDir))
 	for _, name := range o.Tools {
-		changed, err := link(o.ShimDir, name, o.Force)
+		changed, err := link(g, o.ShimDir, name, o.Force, exe)
 		switch {
 		case errors.Is(err, errNotOurs):
 			r.skip("%s: %v (use --force to replace it)", filepath.Join(o.ShimDir, name), err)
@@ -307,9 +315,10 @@ func Uninstall(o Options) (*Report, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return r, fmt.Errorf("read shim folder: %w", err)
 	}
+	g := statCopy(o.ShimDir)
 	for _, e := range entries {
 		p := filepath.Join(o.ShimDir, e.Name())
-		if IsGuardLink(o.ShimDir, e.Name()) {
+		if k := g.classify(o.ShimDir, e.Name()); e.Name() != GuardName && (k == Linked || k == Outdated) {
 			if err := os.Remove(p); err != nil {
 				return r, fmt.Errorf("remove link: %w", err)
 			}
@@ -353,18 +362,19 @@ func Uninstall(o Options) (*Report, error) {
 
 var errNotOurs = errors.New("a file that is not guard's link is there")
 
-// link makes name a relative symlink to guard's copy; it reports whether it
+// link makes name guard's (see linkTool) unless it already is; a file or
+// link that is not guard's stays without force. It reports whether it
 // changed anything.
-func link(dir, name string, force bool) (bool, error) {
-	p := filepath.Join(dir, name)
-	if t, err := os.Readlink(p); err == nil && t == GuardName {
+func link(g guardFile, dir, name string, force bool, exe func() ([]byte, error)) (bool, error) {
+	switch g.classify(dir, name) {
+	case Linked:
 		return false, nil
-	} else if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		if _, lerr := os.Lstat(p); lerr == nil && !force {
+	case Foreign:
+		if !force {
 			return false, errNotOurs
 		}
 	}
-	return true, symlinkAtomic(GuardName, p)
+	return true, linkTool(dir, name, exe)
 }
 
 // symlinkAtomic points path at target through a temporary link and a rename,
@@ -388,10 +398,11 @@ func copyIfChanged(src, dst string, force bool) (bool, error) {
 		return false, fmt.Errorf("read guard executable: %w", err)
 	}
 	if !force {
-		// A link, or a copy that lost its mode, is replaced even when the
-		// bytes it reaches are the same.
+		// A link, a copy that lost its mode, or one someone else owns (in
+		// a folder others can write) is replaced even when the bytes it
+		// reaches are the same.
 		fi, err := os.Lstat(dst)
-		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() == 0o755 {
+		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() == 0o755 && state.Owned(fi) {
 			if have, err := os.ReadFile(dst); err == nil && bytes.Equal(have, want) {
 				return false, nil
 			}
@@ -429,14 +440,6 @@ func stampCopy(dst string) error {
 		}
 	}
 	return nil
-}
-
-// IsGuardLink reports whether dir/name is a link guard made: to its copy
-// in dir, relative (as install writes it) or absolute (as older installs
-// did).
-func IsGuardLink(dir, name string) bool {
-	t, err := os.Readlink(filepath.Join(dir, name))
-	return err == nil && (t == GuardName || t == filepath.Join(dir, GuardName))
 }
 
 // maxUserFile bounds what install reads of a file the person owns: a

@@ -51,10 +51,14 @@ func stamp(stateDir, now string) {
 	}
 }
 
-// Repair is the full check of the shim folder: one stat per expected link,
+// Repair is the full check of the shim folder: one lstat per tool name
+// (each must be a hard link to guard's copy: docs/shells.md, "OpenClaw"),
 // a read of guard's copy's ELF header (an empty or cut-off copy is as good
-// as gone), and only when something is gone, the fix. It returns the names
-// it re-created. A folder it found whole is stamped for Unchanged (gen is
+// as gone), and only when something is gone or outdated, the fix: a new
+// copy, and every name linked to it again, an old guard's links and the
+// symlinks of an install made before each name had its own path included.
+// A file or link that is not guard's stays. It returns the names it
+// re-created. A folder it found whole is stamped for Unchanged (gen is
 // the manifest's generation). It does nothing when guard was never
 // installed here (no shim folder and no install marker), so running a
 // guard binary from a build folder does not create a shim folder behind
@@ -67,10 +71,9 @@ func Repair(shimDir, stateDir, self string, tools []string, gen string) ([]strin
 			return nil, nil
 		}
 	}
-	names := append([]string{GuardName}, tools...)
 	mtime, timed := linksCheckStart(shimDir)
 	now, ok := shimsState(shimDir, gen)
-	if len(missingShims(shimDir, names)) == 0 {
+	if whole(shimDir, tools) {
 		if ok {
 			stamp(stateDir, now)
 		}
@@ -88,36 +91,39 @@ func Repair(shimDir, stateDir, self string, tools []string, gen string) ([]strin
 	if held, err := lock.Acquire(ctx, state.Layout{Dir: stateDir}.Lock("shims"), nil); err == nil {
 		defer held.Release()
 	}
-	missing := missingShims(shimDir, names)
 	if err := os.MkdirAll(shimDir, 0o755); err != nil {
 		return nil, err
 	}
 	var done []string
-	for _, name := range missing {
-		p := filepath.Join(shimDir, name)
-		if name == GuardName {
-			exe, err := os.ReadFile(self)
-			if err != nil {
-				return done, fmt.Errorf("read guard executable: %w", err)
-			}
-			if err := copyGuard(exe, p); err != nil {
-				return done, err
-			}
-			done = append(done, name)
-			continue
+	g := statCopy(shimDir)
+	recreated := !copyWhole(g)
+	if recreated {
+		exe, err := os.ReadFile(self)
+		if err != nil {
+			return done, fmt.Errorf("read guard executable: %w", err)
 		}
-		// A regular file stays (the user put it there); a missing entry or
-		// a dangling link is ours to mend.
-		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink == 0 {
-			continue
+		if err := copyGuard(exe, g.path); err != nil {
+			return done, err
 		}
-		if err := symlinkAtomic(GuardName, p); err != nil {
+		done = append(done, GuardName)
+		g = statCopy(shimDir).replacing(g)
+	}
+	exe := copyBytes(shimDir)
+	for _, name := range tools {
+		switch k := g.classify(shimDir, name); {
+		case k == Linked && recreated && !g.holds(shimDir, name):
+			// The old copy's bytes under another inode: the names were
+			// hard links to the copy that went, and are again.
+		case k != Missing && k != Outdated:
+			continue // guard's already, or a file guard did not put there
+		}
+		if err := linkTool(shimDir, name, exe); err != nil {
 			return done, err
 		}
 		done = append(done, name)
 	}
 	mtime, timed = linksCheckStart(shimDir)
-	if now, ok := shimsState(shimDir, gen); len(missingShims(shimDir, names)) == 0 {
+	if now, ok := shimsState(shimDir, gen); whole(shimDir, tools) {
 		if ok {
 			stamp(stateDir, now)
 		}
@@ -126,6 +132,24 @@ func Repair(shimDir, stateDir, self string, tools []string, gen string) ([]strin
 		}
 	}
 	return done, nil
+}
+
+// copyWhole reports whether guard's copy is there and whole.
+func copyWhole(g guardFile) bool { return g.ok && CopyProblem(g.path) == "" }
+
+// whole reports whether the shim folder needs nothing: guard's copy whole,
+// and each tool name linked to it or a file guard leaves alone.
+func whole(shimDir string, tools []string) bool {
+	g := statCopy(shimDir)
+	if !copyWhole(g) {
+		return false
+	}
+	for _, name := range tools {
+		if k := g.classify(shimDir, name); k == Missing || k == Outdated {
+			return false
+		}
+	}
+	return true
 }
 
 // LinksStamp is the empty file in the shim folder whose mtime is the
@@ -156,15 +180,4 @@ func linksCheckStart(shimDir string) (syscall.Timespec, bool) {
 func stampLinks(shimDir string, mtime syscall.Timespec) {
 	ts := unix.NsecToTimespec(syscall.TimespecToNsec(mtime))
 	_ = unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(shimDir, LinksStamp), []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
-}
-
-func missingShims(shimDir string, names []string) []string {
-	var missing []string
-	for _, name := range names {
-		p := filepath.Join(shimDir, name)
-		if _, err := os.Stat(p); err != nil || (name == GuardName && CopyProblem(p) != "") {
-			missing = append(missing, name)
-		}
-	}
-	return missing
 }

@@ -138,7 +138,7 @@ restore() {
 		fi
 	fi
 	if ! ok && [ -n "$sha" ]; then
-		tmp=$shim/guard.restore-$$ # named guard…: it runs as the command, not as a shim
+		tmp=$shim/.guard-restore-$$
 		IFS='
 ' # the urls are one a line
 		for u in $urls; do
@@ -153,9 +153,11 @@ restore() {
 			esac || continue
 			got=$(sha256sum <"$tmp" 2>/dev/null) && got=${got%% *} || got=unknown
 			if [ "$got" != "$sha" ]; then echo "guard: $u served a file whose sha256 is $got, not $sha; not used" >&2; continue; fi
-			run=$tmp
+			# Run as guard: by any other name it would be a shim call.
+			run=$tmp.d/guard; rm -rf "$tmp.d"; mkdir "$tmp.d" || continue
 			case $u in # a release archive: guard is in it
-			*.tar.gz) run=$tmp.d/guard; rm -rf "$tmp.d"; mkdir "$tmp.d" && tar -xzf "$tmp" -C "$tmp.d" guard ;;
+			*.tar.gz) tar -xzf "$tmp" -C "$tmp.d" guard ;;
+			*) mv "$tmp" "$run" ;;
 			esac || continue
 			chmod 755 "$run" && GUARD_SHIM_DIR=$shim "$run" install --no-rc </dev/null >/dev/null && { how="fetched from $u"; break; }
 		done

@@ -16,17 +16,25 @@ const profileName = "guard.sh"
 // link in a folder ahead of the real tools on every default PATH (cron's
 // and su's excepted: docs/shells.md) for each tool
 // whose real binary is not in that folder, and a start-up file every login
-// shell reads. The links point at the copy in the shim folder, a system
-// folder every user can read.
+// shell reads. Each link points at the tool's own name in the shim folder,
+// a system folder every user can read, never at guard's copy: what
+// resolves the link to its real path must still see the tool's name
+// (docs/shells.md, "OpenClaw"). A link an older install made to the copy
+// is moved over.
 func installSystem(o Options, r *Report) error {
 	s := o.System
-	target := filepath.Join(o.ShimDir, GuardName)
+	old := filepath.Join(o.ShimDir, GuardName)
 	for _, name := range o.Tools {
 		p := filepath.Join(s.BinDir, name)
+		target := filepath.Join(o.ShimDir, name)
+		if Classify(o.ShimDir, name) != Linked {
+			continue // install said why the shim folder has no link of guard's there
+		}
 		t, err := os.Readlink(p)
 		switch {
 		case err == nil && t == target:
 			continue
+		case err == nil && t == old:
 		case err == nil || !errors.Is(err, fs.ErrNotExist):
 			if _, lerr := os.Lstat(p); lerr == nil {
 				r.skip("%s: the real %s is there, so guard reaches it only through the PATH block", p, name)
@@ -68,8 +76,9 @@ func systemProfile(o Options) string {
 }
 
 // uninstallSystem takes back what installSystem added, recognising it by
-// what it points at: a link in BinDir to this shim folder's guard, and a
-// profile.d file of guard's that names it.
+// what it points at: a link in BinDir to the same name in this shim folder
+// (or, made by an older install, to guard's copy there), and a profile.d
+// file of guard's that names the copy.
 func uninstallSystem(o Options, r *Report) error {
 	s := o.System
 	target := filepath.Join(o.ShimDir, GuardName)
@@ -79,7 +88,7 @@ func uninstallSystem(o Options, r *Report) error {
 	}
 	for _, e := range entries {
 		p := filepath.Join(s.BinDir, e.Name())
-		if t, err := os.Readlink(p); err == nil && t == target {
+		if t, err := os.Readlink(p); err == nil && (t == target || t == filepath.Join(o.ShimDir, e.Name())) {
 			if err := os.Remove(p); err != nil {
 				return fmt.Errorf("remove link: %w", err)
 			}

@@ -294,6 +294,11 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		if ctx.Err() == context.DeadlineExceeded {
 			ev.Level, ev.Result, ev.Reason = "warn", "timeout", "timed out"
 		}
+		if all := (*fetch.SourcesError)(nil); errors.As(err, &all) && all.Stalled() && ctx.Err() == nil {
+			ev.Level = "warn"
+			h.event(ev)
+			return &StalledError{Model: name, Err: err, Kept: fetch.PartialBytes(dest)}
+		}
 		h.event(ev)
 		if all, ok := remember(ctx, err); ok {
 			backoff := cmpDur(h.FailureBackoff, DefaultFailureBackoff)
@@ -321,14 +326,45 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	return nil
 }
 
+// StalledError is a download whose every source stalled (sent nothing
+// for a whole stall window): not asked again in this heal, and not
+// remembered as a failure, since it passes as a timeout does. The partial
+// file is kept for the next call to resume. A call exits 75 for it: call
+// again later.
+type StalledError struct {
+	Model string // file name
+	Err   error  // the download's, naming each source
+	Kept  int64  // bytes of the partial file kept
+}
+
+func (e *StalledError) Error() string {
+	s := fmt.Sprintf("heal model %s: the download stalled and was stopped: %v", e.Model, e.Err)
+	if e.Kept > 0 {
+		s += fmt.Sprintf("; the partial download (%s) is kept and the next call resumes it", describeSize(e.Kept))
+	} else {
+		s += "; the next call tries again"
+	}
+	return s
+}
+
+func (e *StalledError) Unwrap() error { return e.Err }
+
+// Passing says the heal ended for a trouble that passes (healjob.Later).
+func (e *StalledError) Passing() bool { return true }
+
 // remember reports whether a failure is worth remembering: every url was
 // tried and failed, which cost downloads and would cost them again. A full
 // disk or a partial file guard cannot use is this machine's trouble, cheap
 // to find again and fixed by the person, and a cancelled call (Ctrl-C) or
-// one that ran out of time says nothing about the sources.
+// one that ran out of time says nothing about the sources. Nor is a
+// failure remembered whose every source served other bytes than its own
+// address names (fetch.SourcesError.Damaged: a tampered OCI blob): its
+// repair keeps the address and every header, so only asking again can see
+// it, and a memory would outlive the repair (docs/decisions.md, "A failed
+// download's memory and the source's repair").
 func remember(ctx context.Context, err error) (*fetch.SourcesError, bool) {
 	var all *fetch.SourcesError
-	return all, ctx.Err() == nil && errors.As(err, &all)
+	return all, ctx.Err() == nil && errors.As(err, &all) && !all.Damaged()
 }
 
 func (h *Healer) event(e heallog.Event) {

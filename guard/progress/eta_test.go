@@ -95,3 +95,28 @@ func TestFirstBuildEstimatesFromItsOwnRate(t *testing.T) {
 		t.Errorf("with an earlier build: %+v, want 90s left from it, not estimated", s)
 	}
 }
+
+// A build that runs past the length it was expected to take (the last
+// build was an incremental one; this one starts from nothing) says so and
+// goes by its own rate: a cold llama.cpp build ran 7 min 13 s while calls
+// said "about 48-50 s left" (issue 36).
+func TestABuildPastItsExpectationSaysSoAndGoesByItsRate(t *testing.T) {
+	clock := time.Unix(0, 0)
+	r := start(&bytes.Buffer{}, false, "building llama-cpp", 0, nil, func() time.Time { return clock })
+	defer r.Stop("")
+	r.Expect(50 * time.Second)
+	clock = clock.Add(30 * time.Second)
+	r.SetStatus("[  4%] Building C object a.o")
+	if s := r.Snapshot(); s.Over != 0 || s.Estimated || s.Left != 48*time.Second {
+		t.Fatalf("within its expectation: %+v, want 48s left from it", s)
+	}
+	clock = clock.Add(30 * time.Second) // 60 s in, 5%
+	r.SetStatus("[  5%] Building C object b.o")
+	s := r.Snapshot()
+	if s.Over != 50*time.Second || !s.Estimated || s.Left != 1140*time.Second {
+		t.Fatalf("past its expectation: %+v, want over 50s, 19m0s left from its rate", s)
+	}
+	if line := r.Line(); !strings.Contains(line, " 5%, past the 50s expected, about 19m0s left (estimated from its rate so far) (1m0s)") {
+		t.Errorf("line %q", line)
+	}
+}

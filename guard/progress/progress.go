@@ -239,6 +239,9 @@ func (r *Reporter) stepLine(s Snapshot) string {
 		}
 		fmt.Fprintf(&b, " %3.0f%%", s.Percent)
 	}
+	if s.Over > 0 {
+		fmt.Fprintf(&b, ", past the %s expected", roundLeft(s.Over))
+	}
 	if s.Left >= 0 {
 		fmt.Fprintf(&b, ", about %s left", roundLeft(s.Left))
 		if s.Estimated {

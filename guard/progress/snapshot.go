@@ -14,8 +14,12 @@ type Snapshot struct {
 	Left    time.Duration // the time left; -1 when unknown
 	Status  string        // the phase or the last line
 	// Estimated says Left comes from the task's own rate so far (a first
-	// build, with no earlier one to go by), not from a measured length.
+	// build, with no earlier one to go by, or one that ran past what it
+	// was expected to take), not from a measured length.
 	Estimated bool
+	// Over is the length the task was expected to take (Expect) once it
+	// has run past it; 0 otherwise.
+	Over time.Duration
 }
 
 // A first build's time left is estimated from its own rate once it has run
@@ -50,6 +54,15 @@ func (r *Reporter) Snapshot() Snapshot {
 	}
 	s.Percent = r.percent
 	switch {
+	case r.expect > 0 && elapsed > r.expect:
+		// Past what it was expected to take (the last build was an
+		// incremental one, the machine is busier): say so, and go by
+		// its own rate once its percent says something.
+		s.Over = r.expect
+		if r.percent >= estimateFrom && r.percent < 100 {
+			s.Left = time.Duration(float64(elapsed) * (100 - r.percent) / r.percent)
+			s.Estimated = true
+		}
 	case r.expect <= 0 && r.percent >= estimateFrom && r.percent < 100 && elapsed >= estimateAfter:
 		s.Left = time.Duration(float64(elapsed) * (100 - r.percent) / r.percent)
 		s.Estimated = true
@@ -89,13 +102,23 @@ func (r *Reporter) recentRate(elapsed time.Duration) float64 {
 }
 
 // buildPercent matches a build tool's own progress: CMake's generated
-// makefiles print "[ 46%]", ninja "[123/218]".
-var buildPercent = regexp.MustCompile(`\[\s*(\d{1,3})%\]|\[(\d+)/(\d+)\]`)
+// makefiles print "[ 46%]", ninja "[123/218]". It is compiled on the first
+// build line, not when the process starts: every shim call links this
+// package, and a healthy one reads no build output.
+var (
+	buildPercentOnce sync.Once
+	buildPercentRe   *regexp.Regexp
+)
+
+func buildPercent() *regexp.Regexp {
+	buildPercentOnce.Do(func() { buildPercentRe = regexp.MustCompile(`\[\s*(\d{1,3})%\]|\[(\d+)/(\d+)\]`) })
+	return buildPercentRe
+}
 
 // ParsePercent reads a build tool's percent from one of its lines; the
 // last such mark in the line wins.
 func ParsePercent(line string) (float64, bool) {
-	ms := buildPercent.FindAllStringSubmatch(line, -1)
+	ms := buildPercent().FindAllStringSubmatch(line, -1)
 	if len(ms) == 0 {
 		return 0, false
 	}

@@ -10,9 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-
-	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // A model is one GGUF file held whole as one raw layer, so that the
@@ -35,28 +32,31 @@ const (
 // manifest of that digest, as OCI names manifests. A tag (else "latest")
 // names a manifest, whose one GGUF layer is the model: a manifest with
 // none, or with several (a model in shards), is refused.
-func (r *Repository) ModelLayer(ctx context.Context) (ocispec.Descriptor, error) {
+func (r *Repository) ModelLayer(ctx context.Context) (Descriptor, error) {
 	ref := r.Reference
 	if ref == "" {
 		ref = "latest"
 	}
 	if strings.HasPrefix(ref, "sha256:") {
 		ctx, cancel := context.WithTimeout(ctx, r.timeout)
-		desc, err := r.repo.Blobs().Resolve(ctx, ref)
+		resp, err := r.send(ctx, http.MethodHead, r.base+"blobs/"+ref, nil, nil, 0, pullScope(r.Repo), http.StatusOK)
 		cancel()
 		if err == nil {
-			desc.MediaType = MediaTypeGGUF
-			return desc, nil
+			resp.Body.Close()
+			if resp.ContentLength < 0 {
+				return Descriptor{}, fmt.Errorf("%s: the registry did not say the blob's size", r)
+			}
+			return Descriptor{MediaType: MediaTypeGGUF, Digest: Digest(ref), Size: resp.ContentLength}, nil
 		}
 		if !errors.Is(err, ErrNotFound) {
-			return ocispec.Descriptor{}, r.explain(err)
+			return Descriptor{}, err
 		}
 	}
 	m, err := r.FetchManifest(ctx, ref)
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return Descriptor{}, err
 	}
-	var found []ocispec.Descriptor
+	var found []Descriptor
 	for _, l := range m.Layers {
 		if l.MediaType == MediaTypeGGUF || l.MediaType == MediaTypeOllamaModel {
 			found = append(found, l)
@@ -64,28 +64,24 @@ func (r *Repository) ModelLayer(ctx context.Context) (ocispec.Descriptor, error)
 	}
 	if len(found) == 1 {
 		if err := found[0].Digest.Validate(); err != nil {
-			return ocispec.Descriptor{}, fmt.Errorf("%s: its GGUF layer's digest %.80q: %w", r, found[0].Digest, err)
+			return Descriptor{}, fmt.Errorf("%s: its GGUF layer's digest %.80q: %w", r, found[0].Digest, err)
 		}
 	}
 	switch {
 	case len(found) == 0:
-		return ocispec.Descriptor{}, fmt.Errorf("%s holds no GGUF layer (%s or %s)", r, MediaTypeGGUF, MediaTypeOllamaModel)
+		return Descriptor{}, fmt.Errorf("%s holds no GGUF layer (%s or %s)", r, MediaTypeGGUF, MediaTypeOllamaModel)
 	case len(found) > 1:
-		return ocispec.Descriptor{}, fmt.Errorf("%s holds %d GGUF layers (a model in shards), not one file", r, len(found))
-	case found[0].Digest.Algorithm() != digest.SHA256:
-		return ocispec.Descriptor{}, fmt.Errorf("%s: its GGUF layer is %s, not a sha256", r, found[0].Digest)
+		return Descriptor{}, fmt.Errorf("%s holds %d GGUF layers (a model in shards), not one file", r, len(found))
+	case found[0].Digest.Algorithm() != "sha256":
+		return Descriptor{}, fmt.Errorf("%s: its GGUF layer is %s, not a sha256", r, found[0].Digest)
 	}
 	return found[0], nil
 }
 
 // BlobURL is the address of a blob of r: a download with Range and
 // resume reads it there, through Transport.
-func (r *Repository) BlobURL(d ocispec.Descriptor) string {
-	scheme := "https"
-	if r.repo.PlainHTTP {
-		scheme = "http"
-	}
-	return fmt.Sprintf("%s://%s/v2/%s/blobs/%s", scheme, r.Host, r.Repo, d.Digest)
+func (r *Repository) BlobURL(d Descriptor) string {
+	return r.base + "blobs/" + string(d.Digest)
 }
 
 // Transport sends a request to r's registry signed in as r is (a token
@@ -93,7 +89,10 @@ func (r *Repository) BlobURL(d ocispec.Descriptor) string {
 // another host (a blob's redirect to its storage) goes out as the
 // registry's client sends it, without the registry's credentials.
 func (r *Repository) Transport() http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) { return r.repo.Client.Do(req) })
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, _, err := r.auth.do(req.Clone(req.Context()), pullScope(r.Repo))
+		return resp, err
+	})
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
@@ -106,29 +105,26 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // file is read twice, to hash it and to send it, and never held in
 // memory. Each wait on the registry is bounded (Open); the upload itself
 // is not, since a model may take long.
-func (r *Repository) PushModel(ctx context.Context, f *os.File, name string) (digest.Digest, int64, error) {
+func (r *Repository) PushModel(ctx context.Context, f *os.File, name string) (Digest, int64, error) {
 	h := sha256.New()
 	size, err := io.Copy(h, f)
 	if err != nil {
 		return "", 0, err
 	}
-	layer := ocispec.Descriptor{
+	layer := Descriptor{
 		MediaType:   MediaTypeGGUF,
-		Digest:      digest.NewDigestFromEncoded(digest.SHA256, hex.EncodeToString(h.Sum(nil))),
+		Digest:      Digest("sha256:" + hex.EncodeToString(h.Sum(nil))),
 		Size:        size,
-		Annotations: map[string]string{ocispec.AnnotationTitle: name},
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", 0, err
+		Annotations: map[string]string{AnnotationTitle: name},
 	}
 	ectx, cancel := context.WithTimeout(ctx, r.timeout)
-	ok, err := r.repo.Exists(ectx, layer)
+	ok, err := r.exists(ectx, layer.Digest)
 	cancel()
 	if err != nil || !ok {
 		// The file is sent as it was hashed: a file that changes under
 		// the push fails the registry's digest check.
-		if err := r.repo.Push(ctx, layer, io.LimitReader(f, size)); err != nil {
-			return "", 0, fmt.Errorf("push %s: %w", name, r.explain(err))
+		if err := r.upload(ctx, layer, func() io.Reader { return io.NewSectionReader(f, 0, size) }); err != nil {
+			return "", 0, fmt.Errorf("push %s: %w", name, err)
 		}
 	}
 	tag := r.Reference
@@ -137,8 +133,8 @@ func (r *Repository) PushModel(ctx context.Context, f *os.File, name string) (di
 	}
 	mctx, cancel := context.WithTimeout(ctx, 4*r.timeout)
 	defer cancel()
-	if _, err := r.pushManifest(mctx, tag, modelArtifactType, Blob{MediaType: ocispec.MediaTypeEmptyJSON, Data: []byte("{}")}, []ocispec.Descriptor{layer},
-		map[string]string{ocispec.AnnotationTitle: name}); err != nil {
+	if _, err := r.pushManifest(mctx, tag, modelArtifactType, Blob{MediaType: MediaTypeEmptyJSON, Data: []byte("{}")}, []Descriptor{layer},
+		map[string]string{AnnotationTitle: name}); err != nil {
 		return "", 0, err
 	}
 	return layer.Digest, size, nil

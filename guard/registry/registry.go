@@ -8,6 +8,13 @@
 // maxManifest, a blob by what its caller can take, each request by a
 // timeout. It knows nothing of stashes or models: those put their own
 // bytes in and read them back.
+//
+// The client is guard's own, a few requests of the distribution spec
+// (docs/registry.md), not oras-go: every guard process, a shim call
+// included, initialises each package it links, and oras-go's and
+// go-digest's regular expressions cost every call more than the rest of
+// its start (docs/decisions.md). oras-go stays in the tests as the
+// reference this client must agree with.
 package registry
 
 import (
@@ -19,19 +26,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/opencontainers/go-digest"
-	"github.com/opencontainers/image-spec/specs-go"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2/content"
-	"oras.land/oras-go/v2/errdef"
-	"oras.land/oras-go/v2/registry/remote"
-	"oras.land/oras-go/v2/registry/remote/auth"
-	"oras.land/oras-go/v2/registry/remote/credentials"
-	"oras.land/oras-go/v2/registry/remote/errcode"
 )
 
 // Scheme is how the manifest names a registry source.
@@ -75,7 +73,7 @@ func Parse(s string) (Ref, error) {
 	var ref string
 	if r, d, ok := strings.Cut(repo, "@"); ok {
 		repo, ref = r, d
-		if _, err := digest.Parse(d); err != nil || !strings.HasPrefix(d, "sha256:") {
+		if !strings.HasPrefix(d, "sha256:") || Digest(d).Validate() != nil {
 			return Ref{}, fmt.Errorf("%q: the digest after @ must be sha256:64-hex", s)
 		}
 	} else if i := strings.LastIndex(repo, ":"); i >= 0 {
@@ -84,18 +82,80 @@ func Parse(s string) (Ref, error) {
 			return Ref{}, fmt.Errorf("%q: empty tag after ':'", s)
 		}
 	}
-	parsed := Ref{Host: host, Repo: repo, Reference: ref}
-	// The registry package of oras checks host, path and tag as the
-	// distribution spec writes them.
-	full := host + "/" + repo
-	if ref != "" && !strings.HasPrefix(ref, "sha256:") {
-		full += ":" + ref
+	switch {
+	case !validHost(host):
+		return Ref{}, fmt.Errorf("%q: invalid registry %q", s, host)
+	case !validRepo(repo):
+		return Ref{}, fmt.Errorf("%q: invalid repository %q: lower-case letters and digits, parts joined by '.', '_', '__' or dashes, folders by '/'", s, repo)
+	case ref != "" && !strings.HasPrefix(ref, "sha256:") && !validTag(ref):
+		return Ref{}, fmt.Errorf("%q: invalid tag %q: letters, digits, '_', '.' and '-', at most 128, not starting with '.' or '-'", s, ref)
 	}
-	if _, err := remote.NewRepository(full); err != nil {
-		return Ref{}, fmt.Errorf("%q: %w", s, err)
-	}
-	return parsed, nil
+	return Ref{Host: host, Repo: repo, Reference: ref}, nil
 }
+
+// validHost is a registry's HOST[:PORT], checked as oras-go checks it:
+// what a URL's host reads back unchanged.
+func validHost(host string) bool {
+	u, err := url.ParseRequestURI("dummy://" + host)
+	return err == nil && u.Host != "" && u.Host == host
+}
+
+// validRepo is distribution's repository grammar: components of [a-z0-9]
+// joined by '.', '_', '__' or any run of '-', separated by '/'.
+func validRepo(repo string) bool {
+	for _, comp := range strings.Split(repo, "/") {
+		if comp == "" || !alnum(comp[0]) || !alnum(comp[len(comp)-1]) {
+			return false
+		}
+		for i := 0; i < len(comp); {
+			c := comp[i]
+			switch {
+			case alnum(c):
+				i++
+			case c == '.':
+				if !alnum(comp[i+1]) {
+					return false
+				}
+				i++
+			case c == '_':
+				if comp[i+1] == '_' {
+					i++
+				}
+				if !alnum(comp[i+1]) {
+					return false
+				}
+				i++
+			case c == '-':
+				for comp[i] == '-' {
+					i++
+				}
+				if !alnum(comp[i]) {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+// validTag is the distribution spec's tag: [\w][\w.-]{0,127}.
+func validTag(tag string) bool {
+	if len(tag) == 0 || len(tag) > 128 || !word(tag[0]) {
+		return false
+	}
+	for i := 1; i < len(tag); i++ {
+		if c := tag[i]; !word(c) && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func word(c byte) bool { return alnum(c) || c >= 'A' && c <= 'Z' || c == '_' }
 
 // Client reaches registries.
 type Client struct {
@@ -111,19 +171,19 @@ type Client struct {
 // Repository is one repository of a registry, signed in.
 type Repository struct {
 	Ref
-	repo    *remote.Repository
+	auth    *authClient
+	base    string // SCHEME://HOST/v2/REPO/
 	timeout time.Duration
 }
 
 // Open returns the repository ref names. Credentials come from Docker's
-// config (DOCKER_CONFIG or ~/.docker/config.json) and its helpers;
-// without any the registry is asked anonymously.
+// config (DOCKER_CONFIG or ~/.docker/config.json) and its helpers, looked
+// up on the registry's first challenge; without any the registry is
+// asked anonymously.
 func (c *Client) Open(ref Ref) (*Repository, error) {
-	repo, err := remote.NewRepository(ref.Host + "/" + ref.Repo)
-	if err != nil {
-		return nil, err
+	if !validHost(ref.Host) || !validRepo(ref.Repo) {
+		return nil, fmt.Errorf("%s: invalid registry or repository", ref)
 	}
-	repo.PlainHTTP = slices.Contains(c.PlainHTTP, ref.Host)
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
@@ -156,81 +216,138 @@ func (c *Client) Open(ref Ref) (*Repository, error) {
 		}
 		return nil
 	}
-	client := &auth.Client{Client: &inner, Cache: auth.NewCache(), Header: http.Header{"User-Agent": {"guard"}}}
-	store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
-	if err == nil {
-		client.Credential = credentials.Credential(store)
-	} // an unreadable Docker config: anonymous, as docker pull would be
-	repo.Client = client
-	return &Repository{Ref: ref, repo: repo, timeout: timeout}, nil
-}
-
-// ErrNotFound is the error for a tag, digest or blob the registry does
-// not have.
-var ErrNotFound = errdef.ErrNotFound
-
-// explain adds the fix to an error a person can fix: a registry that asks
-// for a sign-in none was given for.
-func (r *Repository) explain(err error) error {
-	var resp *errcode.ErrorResponse
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, auth.ErrBasicCredentialNotFound),
-		errors.As(err, &resp) && resp.StatusCode == http.StatusUnauthorized:
-		return fmt.Errorf("%w (%s asks for a sign-in: docker login %s, or oras login)", err, r.Host, r.Host)
+	// Docker Hub is named docker.io and served at registry-1.docker.io.
+	to := ref.Host
+	if to == "docker.io" {
+		to = "registry-1.docker.io"
 	}
-	return err
+	scheme := "https"
+	if slices.Contains(c.PlainHTTP, ref.Host) {
+		scheme = "http"
+	}
+	return &Repository{
+		Ref:     ref,
+		auth:    &authClient{hc: &inner, host: ref.Host, to: to, plain: c.PlainHTTP},
+		base:    scheme + "://" + to + "/v2/" + ref.Repo + "/",
+		timeout: timeout,
+	}, nil
 }
 
-// Manifest is an image manifest with its digest.
-type Manifest struct {
-	ocispec.Manifest
-	Digest digest.Digest
+// send sends method to base+path with body (nil for none; open gives a
+// fresh reader of size bytes each time it is called, for the sign-in's
+// second try) signed in for scope. An answer of another status than want
+// is returned as an *Error, its body read and closed.
+func (r *Repository) send(ctx context.Context, method, target string, hdr http.Header, open func() io.Reader, size int64, scope string, want ...int) (*http.Response, error) {
+	var body io.Reader
+	if open != nil {
+		body = open()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case open != nil && size == 0:
+		req.Body, req.ContentLength = http.NoBody, 0
+	case open != nil:
+		req.ContentLength = size
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(open()), nil }
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, sent, err := r.auth.do(req, scope)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(want, resp.StatusCode) {
+		return nil, errorOf(resp, sent, r.Host, r.Repo)
+	}
+	return resp, nil
 }
+
+// manifestAccept is the manifests asked for, as oras-go asks.
+const manifestAccept = MediaTypeImageManifest + ", " + MediaTypeDockerManifest +
+	", application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json"
 
 // FetchManifest reads the manifest reference (a tag or a digest) names:
-// one request, at most maxManifest bytes, checked against its digest.
+// one request, at most maxManifest bytes, checked against its digest (the
+// one asked for, and the one the registry says it sent).
 func (r *Repository) FetchManifest(ctx context.Context, reference string) (Manifest, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	desc, rc, err := r.repo.FetchReference(ctx, reference)
-	if err != nil {
-		return Manifest{}, r.explain(err)
-	}
-	defer rc.Close()
-	if desc.Size > maxManifest {
-		return Manifest{}, fmt.Errorf("%s: its manifest is %d bytes, over %d", r, desc.Size, maxManifest)
-	}
-	data, err := content.ReadAll(rc, desc)
+	resp, err := r.send(ctx, http.MethodGet, r.base+"manifests/"+reference, http.Header{"Accept": {manifestAccept}}, nil, 0, pullScope(r.Repo), http.StatusOK)
 	if err != nil {
 		return Manifest{}, err
 	}
+	defer resp.Body.Close()
+	if resp.ContentLength > maxManifest {
+		return Manifest{}, fmt.Errorf("%s: its manifest is %d bytes, over %d", r, resp.ContentLength, maxManifest)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxManifest+1))
+	if err != nil {
+		return Manifest{}, err
+	}
+	if len(data) > maxManifest {
+		return Manifest{}, fmt.Errorf("%s: its manifest is over %d bytes", r, maxManifest)
+	}
+	if resp.ContentLength >= 0 && int64(len(data)) != resp.ContentLength {
+		return Manifest{}, fmt.Errorf("%s: its manifest is %d bytes, the registry said %d", r, len(data), resp.ContentLength)
+	}
+	dgst := Digest(resp.Header.Get("Docker-Content-Digest"))
+	if strings.Contains(reference, ":") {
+		if dgst != "" && dgst != Digest(reference) {
+			return Manifest{}, fmt.Errorf("%s: asked for manifest %s, the registry sent %s", r, reference, dgst)
+		}
+		dgst = Digest(reference)
+	}
+	if dgst == "" {
+		dgst = DigestOf(data)
+	}
+	if err := dgst.verify(data); err != nil {
+		return Manifest{}, fmt.Errorf("%s: its manifest: %w", r, err)
+	}
 	var m Manifest
-	if err := json.Unmarshal(data, &m.Manifest); err != nil {
+	if err := json.Unmarshal(data, &m); err != nil {
 		return Manifest{}, fmt.Errorf("%s: its manifest is not JSON: %w", r, err)
 	}
-	if m.MediaType != "" && m.MediaType != ocispec.MediaTypeImageManifest && m.MediaType != "application/vnd.docker.distribution.manifest.v2+json" {
+	if m.MediaType != "" && m.MediaType != MediaTypeImageManifest && m.MediaType != MediaTypeDockerManifest {
 		return Manifest{}, fmt.Errorf("%s: a %s, not an image manifest", r, m.MediaType)
 	}
-	m.Digest = desc.Digest
+	m.Digest = dgst
 	return m, nil
 }
 
 // FetchBlob reads the blob desc names whole, refusing one larger than
 // limit before a byte of it is read, and checks its digest.
-func (r *Repository) FetchBlob(ctx context.Context, desc ocispec.Descriptor, limit int64) ([]byte, error) {
+func (r *Repository) FetchBlob(ctx context.Context, desc Descriptor, limit int64) ([]byte, error) {
 	if desc.Size > limit || desc.Size < 0 {
 		return nil, fmt.Errorf("%s: blob %s is %d bytes, over %d", r, desc.Digest, desc.Size, limit)
 	}
+	if err := desc.Digest.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: blob digest %.80q: %w", r, desc.Digest, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 4*r.timeout)
 	defer cancel()
-	rc, err := r.repo.Blobs().Fetch(ctx, desc)
+	resp, err := r.send(ctx, http.MethodGet, r.base+"blobs/"+string(desc.Digest), nil, nil, 0, pullScope(r.Repo), http.StatusOK)
 	if err != nil {
-		return nil, r.explain(err)
+		return nil, err
 	}
-	defer rc.Close()
-	return content.ReadAll(io.LimitReader(rc, desc.Size+1), desc)
+	defer resp.Body.Close()
+	if resp.ContentLength >= 0 && resp.ContentLength != desc.Size {
+		return nil, fmt.Errorf("%s: blob %s is %d bytes, its descriptor says %d", r, desc.Digest, resp.ContentLength, desc.Size)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, desc.Size+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != desc.Size {
+		return nil, fmt.Errorf("%s: blob %s is %d bytes or more, its descriptor says %d", r, desc.Digest, len(data), desc.Size)
+	}
+	if err := desc.Digest.verify(data); err != nil {
+		return nil, fmt.Errorf("%s: blob: %w", r, err)
+	}
+	return data, nil
 }
 
 // Blob is a blob to push: its media type and bytes.
@@ -242,10 +359,10 @@ type Blob struct {
 // Push pushes layers and config (blobs the registry has already are not
 // sent again) and a manifest of artifactType holding them, with
 // annotations, tagged tag.
-func (r *Repository) Push(ctx context.Context, tag, artifactType string, config Blob, layers []Blob, annotations map[string]string) (digest.Digest, error) {
+func (r *Repository) Push(ctx context.Context, tag, artifactType string, config Blob, layers []Blob, annotations map[string]string) (Digest, error) {
 	ctx, cancel := context.WithTimeout(ctx, 4*r.timeout)
 	defer cancel()
-	var descs []ocispec.Descriptor
+	var descs []Descriptor
 	for _, l := range layers {
 		d, err := r.pushBlob(ctx, l)
 		if err != nil {
@@ -257,58 +374,140 @@ func (r *Repository) Push(ctx context.Context, tag, artifactType string, config 
 }
 
 // pushBlob pushes b unless the registry has it.
-func (r *Repository) pushBlob(ctx context.Context, b Blob) (ocispec.Descriptor, error) {
-	desc := content.NewDescriptorFromBytes(b.MediaType, b.Data)
-	if ok, err := r.repo.Exists(ctx, desc); err == nil && ok {
+func (r *Repository) pushBlob(ctx context.Context, b Blob) (Descriptor, error) {
+	desc := descriptorOf(b.MediaType, b.Data)
+	if ok, err := r.exists(ctx, desc.Digest); err == nil && ok {
 		return desc, nil
 	}
-	err := r.repo.Push(ctx, desc, bytes.NewReader(b.Data))
-	if errors.Is(err, errdef.ErrAlreadyExists) {
-		err = nil
+	return desc, r.upload(ctx, desc, func() io.Reader { return bytes.NewReader(b.Data) })
+}
+
+// exists asks whether the registry has the blob dgst (a HEAD).
+func (r *Repository) exists(ctx context.Context, dgst Digest) (bool, error) {
+	resp, err := r.send(ctx, http.MethodHead, r.base+"blobs/"+string(dgst), nil, nil, 0, pushScope(r.Repo), http.StatusOK)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
 	}
-	return desc, r.explain(err)
+	if err != nil {
+		return false, err
+	}
+	resp.Body.Close()
+	return true, nil
+}
+
+// upload sends a blob as the distribution spec's monolithic upload: a
+// POST opens a session, one PUT of every byte with the digest closes it
+// (the registry checks the digest). open gives the bytes from the start.
+func (r *Repository) upload(ctx context.Context, desc Descriptor, open func() io.Reader) error {
+	scope := pushScope(r.Repo)
+	resp, err := r.send(ctx, http.MethodPost, r.base+"blobs/uploads/", nil, nil, 0, scope, http.StatusAccepted)
+	if err != nil {
+		return err
+	}
+	drain(resp)
+	loc, err := resp.Request.URL.Parse(resp.Header.Get("Location"))
+	if err != nil || resp.Header.Get("Location") == "" {
+		return fmt.Errorf("%s: the registry opened an upload without a usable Location", r)
+	}
+	q := loc.Query()
+	q.Set("digest", string(desc.Digest))
+	loc.RawQuery = q.Encode()
+	resp, err = r.send(ctx, http.MethodPut, loc.String(), http.Header{"Content-Type": {"application/octet-stream"}}, open, desc.Size, scope, http.StatusCreated)
+	if err != nil {
+		return err
+	}
+	drain(resp)
+	return nil
 }
 
 // pushManifest pushes config and a manifest of artifactType holding it and
-// layers (pushed already), tagged tag.
-func (r *Repository) pushManifest(ctx context.Context, tag, artifactType string, config Blob, layers []ocispec.Descriptor, annotations map[string]string) (digest.Digest, error) {
+// layers (pushed already), tagged tag: image-spec 1.1, as oras-go's
+// PackManifest writes it.
+func (r *Repository) pushManifest(ctx context.Context, tag, artifactType string, config Blob, layers []Descriptor, annotations map[string]string) (Digest, error) {
 	cfg, err := r.pushBlob(ctx, config)
 	if err != nil {
 		return "", fmt.Errorf("push the config: %w", err)
 	}
-	// The manifest is written here, as oras.PackManifest would write it
-	// (image-spec 1.1, an artifactType, the config and layers given): the
-	// oras root package alone costs every guard process 0.2 ms of
-	// package initialisation (docs/BENCHMARKS.md), and a shim call is one.
-	data, err := json.Marshal(ocispec.Manifest{
-		Versioned:    specs.Versioned{SchemaVersion: 2},
-		MediaType:    ocispec.MediaTypeImageManifest,
-		ArtifactType: artifactType,
-		Config:       cfg,
-		Layers:       layers,
-		Annotations:  annotations,
+	if layers == nil {
+		layers = []Descriptor{}
+	}
+	data, err := json.Marshal(Manifest{
+		SchemaVersion: 2,
+		MediaType:     MediaTypeImageManifest,
+		ArtifactType:  artifactType,
+		Config:        cfg,
+		Layers:        layers,
+		Annotations:   annotations,
 	})
 	if err != nil {
 		return "", err
 	}
-	man := content.NewDescriptorFromBytes(ocispec.MediaTypeImageManifest, data)
-	if err := r.repo.PushReference(ctx, man, bytes.NewReader(data), tag); err != nil {
-		return "", fmt.Errorf("push the manifest: %w", r.explain(err))
+	dgst := DigestOf(data)
+	resp, err := r.send(ctx, http.MethodPut, r.base+"manifests/"+tag, http.Header{"Content-Type": {MediaTypeImageManifest}},
+		func() io.Reader { return bytes.NewReader(data) }, int64(len(data)), pushScope(r.Repo), http.StatusCreated)
+	if err != nil {
+		return "", fmt.Errorf("push the manifest: %w", err)
 	}
-	return man.Digest, nil
+	drain(resp)
+	if got := resp.Header.Get("Docker-Content-Digest"); got != "" && Digest(got) != dgst {
+		return "", fmt.Errorf("push the manifest: the registry took it as %s, not %s", got, dgst)
+	}
+	return dgst, nil
 }
 
-// Tags lists the repository's tags.
+// maxTagPage bounds one page of the tag list.
+const maxTagPage = 8 << 20
+
+// Tags lists the repository's tags, following the registry's pages (its
+// Link header). A repository nothing was pushed to answers ErrNothingPushed.
 func (r *Repository) Tags(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	var all []string
-	err := r.repo.Tags(ctx, "", func(tags []string) error {
-		all = append(all, tags...)
-		if len(all) > 100000 {
-			return errors.New("more than 100000 tags")
+	next := r.base + "tags/list"
+	for next != "" {
+		resp, err := r.send(ctx, http.MethodGet, next, nil, nil, 0, pullScope(r.Repo), http.StatusOK)
+		var re *Error
+		if errors.As(err, &re) {
+			re.tagList = true
 		}
-		return nil
-	})
-	return all, r.explain(err)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Tags []string `json:"tags"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, maxTagPage)).Decode(&page)
+		link := resp.Header.Get("Link")
+		here := resp.Request.URL
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: its tag list is not JSON: %w", r, err)
+		}
+		all = append(all, page.Tags...)
+		if len(all) > 100000 {
+			return nil, errors.New("more than 100000 tags")
+		}
+		next = ""
+		if l, ok := nextLink(link); ok {
+			u, err := here.Parse(l)
+			if err != nil {
+				return nil, fmt.Errorf("%s: its tag list's next page %.200q: %w", r, l, err)
+			}
+			next = u.String()
+		}
+	}
+	return all, nil
+}
+
+// nextLink reads the address of a Link header's rel="next": <URL>; rel="next".
+func nextLink(h string) (string, bool) {
+	for _, part := range strings.Split(h, ",") {
+		addr, params, ok := strings.Cut(part, ";")
+		addr = strings.TrimSpace(addr)
+		if ok && strings.Contains(strings.ReplaceAll(params, " ", ""), `rel="next"`) && strings.HasPrefix(addr, "<") && strings.HasSuffix(addr, ">") {
+			return addr[1 : len(addr)-1], true
+		}
+	}
+	return "", false
 }

@@ -99,7 +99,7 @@ func TestPushFetchWithDockerCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fetch the manifest: %v", err)
 	}
-	if m.Digest != dgst || m.Annotations["k"] != "v" || len(m.Layers) != 1 || m.Layers[0].Digest != digest.FromBytes(layer.Data) {
+	if m.Digest != dgst || m.Annotations["k"] != "v" || len(m.Layers) != 1 || m.Layers[0].Digest != DigestOf(layer.Data) {
 		t.Fatalf("manifest: %+v", m)
 	}
 	data, err := repo.FetchBlob(ctx, m.Layers[0], 1<<20)

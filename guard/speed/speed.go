@@ -45,6 +45,10 @@ const (
 	Safety = 2.0
 	// News is the factor past which a new rate is news (budget.learned).
 	News = 2.0
+	// Floor is the least a learned budget gives: what a model needs to
+	// load and answer at all, on a loaded machine. A rate alone (n/tps)
+	// can come to a few milliseconds for a fast model and a short answer.
+	Floor = 10 * time.Second
 )
 
 // minRuns is the fewest generated tokens that say anything about speed.
@@ -142,7 +146,10 @@ type Store struct {
 
 // Model is one model's record on one machine.
 type Model struct {
-	TPS     []float64 `json:"tps"`              // the last K speeds, oldest first
+	TPS []float64 `json:"tps"` // the last K speeds, oldest first
+	// Took is how long each of the last K good runs took, in seconds,
+	// oldest first: a learned budget is never shorter (see Learned).
+	Took    []float64 `json:"took,omitempty"`
 	Logged  float64   `json:"logged,omitempty"` // the rate last logged as budget.learned
 	Updated time.Time `json:"updated"`
 }
@@ -188,15 +195,56 @@ func (s *Store) Rate(model string) (float64, bool) {
 	return rate(s.model(model).TPS)
 }
 
+// Learned is what budgets of model use once MinSamples speeds were
+// measured: the rate (Rate), and the floor no learned budget goes under:
+// Floor, and Safety times the longest of the last good runs, so that a run
+// like the slowest good one still fits on a machine a little busier.
+func (s *Store) Learned(model string) (tps float64, floor time.Duration, ok bool) {
+	m := s.model(model)
+	tps, ok = rate(m.TPS)
+	if !ok {
+		return 0, 0, false
+	}
+	floor = Floor
+	for _, took := range m.Took {
+		if d := time.Duration(took * Safety * float64(time.Second)); took > 0 && took < maxTook && d > floor {
+			floor = d
+		}
+	}
+	return tps, floor, true
+}
+
+// maxTook bounds a run's time read back: a longer one is not a run guard
+// timed (a hand-edited file), and a time.Duration from it would overflow.
+const maxTook = 1e6
+
+// Forget drops what was learned of model on this machine, so that its
+// budgets come from the manifest's rate again until MinSamples runs are
+// measured anew: the machine is not the one the speeds were learned on.
+func (s *Store) Forget(model string) error {
+	f := s.load()
+	ms := f.Machines[s.Machine]
+	if ms[model] == nil {
+		return nil
+	}
+	delete(ms, model)
+	data, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	return state.Replace(s.Path, data, 0o600)
+}
+
 // Change is what one Record did to a model's rate.
 type Change struct {
 	From, To float64 // the rate before (the prior when none was learned) and after
 	Learned  bool    // it moved by more than News since it was last logged
 }
 
-// Record adds one measured speed of model; prior is the manifest's rate,
-// what budgets use until enough speeds are measured.
-func (s *Store) Record(model string, tps, prior float64) (Change, error) {
+// Record adds one measured speed of model and the time its run took;
+// prior is the manifest's rate, what budgets use until enough speeds are
+// measured.
+func (s *Store) Record(model string, tps float64, took time.Duration, prior float64) (Change, error) {
 	f := s.load()
 	ms := f.Machines[s.Machine]
 	if ms == nil {
@@ -216,6 +264,10 @@ func (s *Store) Record(model string, tps, prior float64) (Change, error) {
 	m.TPS = append(m.TPS, math.Round(tps*100)/100) // what llama.cpp printed: two decimals
 	if len(m.TPS) > K {
 		m.TPS = slices.Clone(m.TPS[len(m.TPS)-K:])
+	}
+	m.Took = append(m.Took, math.Round(took.Seconds()*1000)/1000)
+	if len(m.Took) > K {
+		m.Took = slices.Clone(m.Took[len(m.Took)-K:])
 	}
 	m.Updated = time.Now().UTC()
 	c := Change{From: before, To: before}

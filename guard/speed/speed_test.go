@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbox-guard/guard/guard/speed"
 )
@@ -95,7 +96,7 @@ func TestStoreLearnsALowPercentile(t *testing.T) {
 	}
 	var changes []speed.Change
 	for _, tps := range []float64{40, 50, 44, 60, 30, 48, 52, 47, 45, 41} {
-		c, err := s.Record("m.gguf", tps, 10)
+		c, err := s.Record("m.gguf", tps, time.Second, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,9 +120,9 @@ func TestStoreLearnsALowPercentile(t *testing.T) {
 	if len(learned) != 0 {
 		t.Errorf("learned at %v; 15-22 tokens/s is within 2x of the declared 10", learned)
 	}
-	c, _ := s.Record("other.gguf", 100, 10)
-	c2, _ := s.Record("other.gguf", 100, 10)
-	c3, _ := s.Record("other.gguf", 100, 10)
+	c, _ := s.Record("other.gguf", 100, time.Second, 10)
+	c2, _ := s.Record("other.gguf", 100, time.Second, 10)
+	c3, _ := s.Record("other.gguf", 100, time.Second, 10)
 	if c.Learned || c2.Learned || !c3.Learned || c3.From != 10 || c3.To != 50 {
 		t.Errorf("other: %+v %+v %+v", c, c2, c3)
 	}
@@ -135,7 +136,7 @@ func TestStoreLearnsALowPercentile(t *testing.T) {
 func TestStoreKeepsTheLastK(t *testing.T) {
 	s := speed.Store{Path: filepath.Join(t.TempDir(), "speeds.json"), Machine: "box"}
 	for i := range 3 * speed.K {
-		s.Record("m.gguf", float64(i+1), 0)
+		s.Record("m.gguf", float64(i+1), time.Second, 0)
 	}
 	if low, n := s.Measured("m.gguf"); n != speed.K || low <= float64(2*speed.K) {
 		t.Errorf("measured %v over %d: old samples kept", low, n)
@@ -153,7 +154,7 @@ func TestStoreSurvivesABadFile(t *testing.T) {
 	if _, n := s.Measured("m.gguf"); n != 0 {
 		t.Error("a bad file gave samples")
 	}
-	if _, err := s.Record("m.gguf", 10, 5); err != nil {
+	if _, err := s.Record("m.gguf", 10, time.Second, 5); err != nil {
 		t.Fatal(err)
 	}
 	if _, n := s.Measured("m.gguf"); n != 1 {
@@ -173,4 +174,34 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("Parse(%q) = %v", line, tps)
 		}
 	})
+}
+
+// A learned budget has a floor: Floor, and twice the longest of the last
+// good runs. Forget drops what was learned.
+func TestLearnedFloor(t *testing.T) {
+	s := speed.Store{Path: filepath.Join(t.TempDir(), "speeds.json"), Machine: "box"}
+	for _, took := range []time.Duration{time.Second, 2 * time.Second} {
+		s.Record("m.gguf", 7500, took, 0)
+	}
+	if _, _, ok := s.Learned("m.gguf"); ok {
+		t.Fatal("learned from two runs")
+	}
+	s.Record("m.gguf", 600, 300*time.Millisecond, 0)
+	tps, floor, ok := s.Learned("m.gguf")
+	if !ok || tps != 300 || floor != speed.Floor {
+		t.Errorf("fast runs: %v tokens/s, floor %v, %v; want 300, %v", tps, floor, ok, speed.Floor)
+	}
+	s.Record("m.gguf", 600, 8*time.Second, 0)
+	if _, floor, _ := s.Learned("m.gguf"); floor != 16*time.Second {
+		t.Errorf("after an 8 s run the floor is %v, want 16s", floor)
+	}
+	if err := s.Forget("m.gguf"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := s.Learned("m.gguf"); ok {
+		t.Error("learned after Forget")
+	}
+	if _, n := s.Measured("m.gguf"); n != 0 {
+		t.Errorf("%d samples after Forget", n)
+	}
 }

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/sign"
 )
@@ -122,11 +120,11 @@ func (s *Store) pushOne(ctx context.Context, repo *registry.Repository, it Item,
 	}
 	cfgJSON, _ := json.Marshal(cfg)
 	ann := map[string]string{
-		annRecipe:                 it.Recipe,
-		annKey:                    it.Key,
-		annSignatures:             sig,
-		ocispec.AnnotationCreated: it.Created.UTC().Format(time.RFC3339),
-		ocispec.AnnotationTitle:   it.Name(),
+		annRecipe:                  it.Recipe,
+		annKey:                     it.Key,
+		annSignatures:              sig,
+		registry.AnnotationCreated: it.Created.UTC().Format(time.RFC3339),
+		registry.AnnotationTitle:   it.Name(),
 	}
 	_, err = repo.Push(ctx, ociTag(it.Recipe, it.Key), ociArtifactType,
 		registry.Blob{MediaType: ociConfigType, Data: cfgJSON},

@@ -53,9 +53,23 @@ type MismatchError struct {
 	// WantFrom is set when Want is not the manifest's but what this url
 	// declared (its X-Linked-Etag).
 	WantFrom string
+	// Named says the url's own address names Want (an OCI blob's,
+	// .../blobs/sha256:HEX): what it served is damaged or tampered with,
+	// and the pin, if any, is right.
+	Named bool
+}
+
+// Damaged reports whether the source served other bytes than it names or
+// declares itself: the fix is the source's, never the manifest's.
+func (e *MismatchError) Damaged() bool {
+	return e.What == "sha256" && (e.Named || e.WantFrom != "")
 }
 
 func (e *MismatchError) Error() string {
+	if e.Named {
+		return fmt.Sprintf("%s serves a file whose sha256 is %s, but its address names sha256 %s: the copy it serves is damaged or was tampered with, and nothing of it was kept; repair it at the source (push the model again) or use another url",
+			e.URL, e.Got, e.Want)
+	}
 	if e.WantFrom != "" {
 		return fmt.Sprintf("%s serves a file whose %s is %s, but it declared %s (X-Linked-Etag): the file it serves is not the one it names; try again later, or use another url",
 			e.URL, e.What, e.Got, e.Want)

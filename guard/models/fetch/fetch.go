@@ -156,6 +156,31 @@ func (e *SourcesError) Offline() bool {
 	return len(e.Errs) > 0
 }
 
+// Stalled reports whether every url failed by stalling (StallError): a
+// passing trouble of the sources, not one to remember, and the partial
+// file is kept for the next try.
+func (e *SourcesError) Stalled() bool {
+	for _, err := range e.Errs {
+		if !errors.As(err, new(*StallError)) {
+			return false
+		}
+	}
+	return len(e.Errs) > 0
+}
+
+// Damaged reports whether every url failed by serving other bytes than
+// it names or declares itself (MismatchError.Damaged): the sources are to
+// be repaired, and nothing in their headers will show when they are.
+func (e *SourcesError) Damaged() bool {
+	for _, err := range e.Errs {
+		var m *MismatchError
+		if !errors.As(err, &m) || !m.Damaged() {
+			return false
+		}
+	}
+	return len(e.Errs) > 0
+}
+
 func withDefaults(r Request) Request {
 	if r.Client == nil {
 		r.Client = DefaultClient()
@@ -191,7 +216,8 @@ func stopsAll(err error) bool {
 
 // fromURL tries one URL, with retries. An attempt that moved the download
 // forward does not use up a retry: a link that drops every few hundred MB
-// still finishes.
+// still finishes. A stall (StallError) is not retried: the source is not
+// asked again in this Fetch (docs/decisions.md, "Downloads: a source that stalls").
 func (d *download) fromURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -217,6 +243,13 @@ func (d *download) fromURL(ctx context.Context, raw string) error {
 		}
 		if ctx.Err() != nil {
 			return stopped()
+		}
+		if st := (*StallError)(nil); errors.As(err, &st) {
+			// A source that sent nothing for a whole window is frozen
+			// or gone: asked again, it holds the heal for another
+			// window each time. It is not asked again in this Fetch;
+			// the next url is tried, and the partial file stays.
+			return err
 		}
 		wait, ok := d.retryWait(err, failures)
 		if !ok {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/models/fetch/ranged"
+	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -90,6 +91,12 @@ func (d *download) adoptParts(size int64) error {
 	if err == nil {
 		err = rec.Valid(d.r.Size)
 	}
+	if err == nil {
+		err = madeHere(rec, d.r.PartSize)
+	}
+	if err == nil {
+		err = ownRecord(d.partsPath())
+	}
 	if err == nil && size != rec.Size {
 		err = fmt.Errorf("the file holds %d bytes, the record says %d", size, rec.Size)
 	}
@@ -106,6 +113,39 @@ func (d *download) adoptParts(size int64) error {
 	}
 	d.rt = ranged.New(d.f, d.partsPath(), rec)
 	d.old = rec.Bytes()
+	return nil
+}
+
+// madeHere says why a valid record (ranged.Record.Valid) is not one guard
+// would have written, or nil: its parts are of the size asked for (part,
+// when a test sets one), else within minPart-maxPart, what partSize makes
+// whatever the connections. A record of 64-byte parts is valid, but
+// resumed as it is, it makes one request per 64 bytes: it was planted, or
+// is another program's, and the download starts its parts afresh. Parts
+// of a grid cannot overlap: each starts at its index times Part, and
+// Valid keeps what each counts within it.
+func madeHere(rec ranged.Record, part int64) error {
+	switch {
+	case part > 0 && rec.Part != part:
+		return fmt.Errorf("its record has parts of %d bytes, not the %d asked for", rec.Part, part)
+	case part <= 0 && (rec.Part < minPart || rec.Part > maxPart):
+		return fmt.Errorf("its record has parts of %s, and guard makes parts of %s to %s", units.Bytes(rec.Part), units.Bytes(minPart), units.Bytes(maxPart))
+	}
+	return nil
+}
+
+// ownRecord says why the record at path is not this user's plain file,
+// or nil: one another user wrote is not resumed, whatever it says.
+func ownRecord(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("its record is not a plain file")
+	case !state.Owned(fi):
+		return fmt.Errorf("its record is another user's file")
+	}
 	return nil
 }
 
@@ -581,6 +621,7 @@ func (d *download) fillPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.
 	failures, resolves := 0, 0
 	for ch.Next < ch.End {
 		var err error
+		began := d.progress() // a stall is the source's when nothing came since
 		switch {
 		case cerr != nil:
 			err, cerr = cerr, nil
@@ -611,6 +652,12 @@ func (d *download) fillPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.
 		}
 		var rs *restartError
 		if errors.As(err, &rs) {
+			return err
+		}
+		if errors.As(err, new(*StallError)) && d.progress() == began {
+			// Not one connection held up while the others fill their
+			// parts: nothing came from the source over the whole window.
+			// It is not asked again in this Fetch (fetch.go, fromURL).
 			return err
 		}
 		wait, ok := d.retryWait(err, failures)

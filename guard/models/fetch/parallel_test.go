@@ -784,3 +784,96 @@ func TestFirstPartFastRestSignedAfresh(t *testing.T) {
 		t.Fatalf("connections %d, hub asked %d times, %d requests; want one stream: the first part and the rest, each by a redirect", res.Connections, hub.Load(), srv.requests.Load())
 	}
 }
+
+// A planted record of 64-byte parts (valid by ranged.Record.Valid) is not
+// resumed as it is, one request per 64 bytes: its parts are not what guard
+// makes, so the download starts its parts afresh, a few requests in all
+// (issue 36).
+func TestPlantedTinyPartsAreDropped(t *testing.T) {
+	data := guardtest.GGUF(9 << 20)
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+		if n > 64 { // far more than the parts of the real rule: refuse, so a crawl fails fast
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		content(w, r, data)
+	})
+	r := request(t, srv.URL)
+	r.Size, r.SHA256, r.Connections, r.FastConn = int64(len(data)), guardtest.Sum(data), 4, -1
+	partialInParts(t, r.Dest, data, 64)
+	var said bytes.Buffer
+	r.Progress = &said
+	if _, err := fetch.Fetch(context.Background(), r); err != nil {
+		t.Fatalf("%v after %d requests", err, srv.requests.Load())
+	}
+	mustFile(t, r.Dest, data)
+	if n := srv.requests.Load(); n > 8 {
+		t.Errorf("%d requests for 9 MiB: the planted record's parts were used", n)
+	}
+	if !strings.Contains(said.String(), "its record has parts of 64 B, and guard makes parts of 4.0 MiB to 64.0 MiB; starting the download over") {
+		t.Errorf("said %q", said.String())
+	}
+}
+
+// A record another user owns is not resumed, whatever its parts (root
+// only: it takes a chown).
+func TestAnotherUsersRecordIsDropped(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving the record to another user needs root")
+	}
+	data := guardtest.GGUF(9 << 20)
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) { content(w, r, data) })
+	r := request(t, srv.URL)
+	r.Size, r.SHA256, r.Connections, r.FastConn = int64(len(data)), guardtest.Sum(data), 4, -1
+	partialInParts(t, r.Dest, data, 4<<20)
+	if err := os.Chown(r.Dest+".partial.parts", 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	var said bytes.Buffer
+	r.Progress = &said
+	res, err := fetch.Fetch(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustFile(t, r.Dest, data)
+	if res.Resumed || !strings.Contains(said.String(), "its record is another user's file; starting the download over") {
+		t.Errorf("resumed %v; said %q", res.Resumed, said.String())
+	}
+}
+
+// A source that freezes during a download in parts (every connection
+// gets nothing more) is not asked again: the Fetch ends at the stall with
+// each part asked once, not each part retried (issue 36).
+func TestPartsFrozenSourceIsNotAskedAgain(t *testing.T) {
+	data := guardtest.GGUF(640_000)
+	var frozen atomic.Bool
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request, n int64, c *counter) {
+		if frozen.Load() {
+			<-r.Context().Done()
+			return
+		}
+		if s, _, _ := rangeOf(r); s >= 3*testPart {
+			frozen.Store(true) // from here on, nothing
+			<-r.Context().Done()
+			return
+		}
+		content(w, r, data)
+	})
+	r := partRequest(t, srv.URL, data, 2)
+	r.RateWindow = 300 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { _, err := fetch.Fetch(context.Background(), r); done <- err }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // a hang guard, not a verdict on speed
+		t.Fatal("the Fetch of a frozen source did not end")
+	}
+	var all *fetch.SourcesError
+	if !errors.As(err, &all) || !all.Stalled() {
+		t.Fatalf("err %v, want every source stalled", err)
+	}
+	if n := srv.requests.Load(); n > 5 { // parts 0-2, then one request per connection
+		t.Errorf("%d requests: the frozen source was asked again", n)
+	}
+}

@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -380,7 +383,7 @@ func (d *download) install(src string, n int64, sum func() string) error {
 		if err := d.discard(); err != nil {
 			return err
 		}
-		return &MismatchError{URL: src, What: "sha256", Want: pin, Got: got, WantFrom: d.wantFrom}
+		return &MismatchError{URL: src, What: "sha256", Want: pin, Got: got, WantFrom: d.wantFrom, Named: namesDigest(src, pin)}
 	}
 	// Rename only the file written here: if the name now holds something
 	// else (a link planted while the download ran), nothing is renamed.
@@ -503,4 +506,11 @@ func (d *download) stopProgress(ok bool) {
 	}
 	d.rep.Stop(final)
 	d.rep = nil
+}
+
+// namesDigest reports whether the url raw names sum as its own digest: its
+// last path element is sha256:SUM, as an OCI blob's address is.
+func namesDigest(raw, sum string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && sum != "" && strings.EqualFold(path.Base(u.Path), "sha256:"+sum)
 }

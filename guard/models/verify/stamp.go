@@ -5,19 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // stamp records the sha256 of a file together with the identity the file
-// had when it was hashed. ctime is part of it because cp -p, rsync -t and
-// tar can rewrite a file in place with the old size and mtime; nothing in
-// user space can set ctime back.
+// had when it was hashed (state.Identity: ctime included).
 type stamp struct {
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256"`
-	identity
+	state.Identity
 	DeclaredBy string `json:"declared_by,omitempty"` // see Record
 }
 
@@ -38,24 +35,6 @@ type Record struct {
 func Recorded(stampDir, path string) (Record, bool) {
 	s, ok := readStamp(stampDir, path)
 	return Record{SHA256: s.SHA256, DeclaredBy: s.DeclaredBy}, ok
-}
-
-type identity struct {
-	Size    int64  `json:"size"`
-	MtimeNS int64  `json:"mtime_ns"`
-	CtimeNS int64  `json:"ctime_ns"`
-	Dev     uint64 `json:"dev"`
-	Ino     uint64 `json:"ino"`
-}
-
-func identityOf(fi os.FileInfo) identity {
-	id := identity{Size: fi.Size(), MtimeNS: fi.ModTime().UnixNano()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		id.CtimeNS = st.Ctim.Sec*1e9 + st.Ctim.Nsec
-		id.Dev = uint64(st.Dev)
-		id.Ino = st.Ino
-	}
-	return id
 }
 
 // stampPath names the stamp of path after its absolute path (state.PathKey),
@@ -99,12 +78,12 @@ func WriteStamp(stampDir, path, sum, declaredBy string) error {
 	if err != nil {
 		return fmt.Errorf("write stamp: %w", err)
 	}
-	return writeStamp(stampDir, path, sum, declaredBy, identityOf(fi))
+	return writeStamp(stampDir, path, sum, declaredBy, state.IdentityOf(fi))
 }
 
-func writeStamp(stampDir, path, sum, declaredBy string, id identity) error {
+func writeStamp(stampDir, path, sum, declaredBy string, id state.Identity) error {
 	abs, name := stampPath(stampDir, path)
-	b, err := json.Marshal(stamp{Path: abs, SHA256: normalSum(sum), identity: id, DeclaredBy: declaredBy})
+	b, err := json.Marshal(stamp{Path: abs, SHA256: normalSum(sum), Identity: id, DeclaredBy: declaredBy})
 	if err != nil {
 		return fmt.Errorf("write stamp: %w", err)
 	}

@@ -82,13 +82,13 @@ func quick(s Spec, stampDir string, declared bool) Status {
 		if !declared {
 			return Unverified
 		}
-		if rec, ok := readStamp(stampDir, s.Path); ok && rec.identity == id && rec.DeclaredBy != "" {
+		if rec, ok := readStamp(stampDir, s.Path); ok && rec.Identity == id && rec.DeclaredBy != "" {
 			return OK
 		}
 		return Unverified
 	}
 	rec, ok := readStamp(stampDir, s.Path)
-	if !ok || rec.identity != id {
+	if !ok || rec.Identity != id {
 		return Stale
 	}
 	if rec.SHA256 != normalSum(s.SHA256) {
@@ -107,8 +107,8 @@ func open(path string) (*os.File, os.FileInfo, error) {
 
 // checkOpen runs the cheap checks on an open regular file, fi its fstat:
 // size, header. It returns a non-empty Status when the file fails one.
-func checkOpen(f *os.File, fi os.FileInfo, s Spec) (Status, identity, error) {
-	id := identityOf(fi)
+func checkOpen(f *os.File, fi os.FileInfo, s Spec) (Status, state.Identity, error) {
+	id := state.IdentityOf(fi)
 	if s.Size > 0 && id.Size != s.Size {
 		return Truncated, id, nil
 	}
@@ -155,7 +155,7 @@ func Full(s Spec, stampDir string) (Status, string, error) {
 	if fi, err = f.Stat(); err != nil {
 		return Stale, "", fmt.Errorf("stat %s: %w", s.Path, err)
 	}
-	if identityOf(fi) != id {
+	if state.IdentityOf(fi) != id {
 		return Stale, "", fmt.Errorf("hash %s: the file changed while it was hashed", s.Path)
 	}
 	st = statusFor(s, sum)

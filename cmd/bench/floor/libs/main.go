@@ -1,5 +1,5 @@
 // Command libs is the deps floor shim plus the package initialisation of
-// every other library guard links (BurntSushi/toml, debug/elf,
+// every other library guard links (go-toml, klauspost/compress, debug/elf,
 // encoding/json, regexp, x/sys, x/term, ...), none of guard's own code:
 // guard's exec path against this row is what guard's own code costs;
 // this row against the deps floor is what those libraries cost before
@@ -26,6 +26,7 @@ import (
 
 	_ "github.com/creack/pty"
 	_ "github.com/gofrs/flock"
+	_ "github.com/klauspost/compress/zstd"
 	_ "github.com/pelletier/go-toml/v2"
 	_ "github.com/urfave/cli/v2"
 	_ "go.uber.org/zap"
