@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/speed"
+	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/shims"
 )
@@ -73,7 +74,7 @@ func (e *Engine) unlearn(name string, a shims.Attempt, bud time.Duration) {
 		return
 	}
 	e.Event(heallog.Event{Level: "warn", Event: "budget.learned", Tool: name, Target: a.Model, Result: "ok",
-		Reason: fmt.Sprintf("%s: a run ran past its learned budget of %s: budgets use the declared %g tokens/s again until %d runs are measured anew", m.File, secs(bud), m.Budget.TokensPerSecond, speed.MinSamples)})
+		Reason: fmt.Sprintf("%s: a run ran past its learned budget of %s: budgets use the declared %g tokens/s again until %s are measured anew", m.File, secs(bud), m.Budget.TokensPerSecond, units.Count(speed.MinSamples, "run", "runs"))})
 }
 
 // learn records the speed a good attempt of a manifest model generated at

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,8 +49,10 @@ func newScaleBed(t *testing.T, manifestTOML string, tools []string) *scaleBed {
 	if err := os.WriteFile(filepath.Join(shimDir, "guard"), self, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Each tool name a hard link to guard's copy, as install makes it (an
+	// old symlink would be mended as outdated).
 	for _, name := range tools {
-		if err := os.Symlink("guard", filepath.Join(shimDir, name)); err != nil {
+		if err := os.Link(filepath.Join(shimDir, "guard"), filepath.Join(shimDir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -220,9 +223,16 @@ func TestCallMendsShimsWhenSomethingChanged(t *testing.T) {
 	if err := os.Truncate(copyPath, 100); err != nil {
 		t.Fatal(err)
 	}
+	// Every name is a hard link to that copy, so every name was cut with
+	// it: the mend writes a whole copy and links each name to it again.
 	b.call("jq")
-	if got := recreated(); len(got) != 1 || got[0] != "guard" {
-		t.Errorf("after a cut copy: recreated %v", got)
+	if got := recreated(); !slices.Equal(got, append([]string{"guard"}, names...)) {
+		t.Errorf("after a cut copy: recreated %v, want guard and %v", got, names)
+	}
+	for _, name := range names {
+		if !sameFile(filepath.Join(b.shim, name), copyPath) {
+			t.Errorf("%s is not a hard link to guard's whole copy after the mend", name)
+		}
 	}
 	if now, _ := os.ReadFile(copyPath); len(now) != len(whole) {
 		t.Errorf("copy is %d bytes after the mend, want %d", len(now), len(whole))
@@ -237,8 +247,8 @@ func TestCallMendsShimsWhenSomethingChanged(t *testing.T) {
 	if got := recreated(); len(got) != 1 || got[0] != "added" {
 		t.Errorf("after a tool was added: recreated %v", got)
 	}
-	if target, err := os.Readlink(filepath.Join(b.shim, "added")); err != nil || target != "guard" {
-		t.Errorf("link of the added tool: %q %v", target, err)
+	if !sameFile(filepath.Join(b.shim, "added"), copyPath) {
+		t.Errorf("the added tool is not a hard link to guard's copy")
 	}
 
 	// And then nothing more to do.
@@ -291,4 +301,11 @@ func TestHealthyLlamaCallOpensItsModelOnce(t *testing.T) {
 	if opens != 1 {
 		t.Errorf("a healthy call opened its model %d times, want 1", opens)
 	}
+}
+
+// sameFile says whether a and b name one file (a hard link).
+func sameFile(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
 }
