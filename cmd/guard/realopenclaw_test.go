@@ -37,18 +37,7 @@ const (
 // GUARD_TEST_OPENCLAW_PREFIX=DIR keeps the npm installs in DIR for the
 // next run.
 func TestRealOpenClaw(t *testing.T) {
-	if os.Getenv("GUARD_TEST_OPENCLAW") != "1" {
-		t.Skip("opt-in: GUARD_TEST_OPENCLAW=1 installs openclaw " + openclawVersion + " and Node " + nodeVersion + " from npm into a temporary folder (docs/contributing.md)")
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Fatalf("GUARD_TEST_OPENCLAW=1 needs npm to install OpenClaw: %v", err)
-	}
-	prefix := os.Getenv("GUARD_TEST_OPENCLAW_PREFIX")
-	if prefix == "" {
-		prefix = t.TempDir()
-	}
-	oc := installOpenClaw(t, npm, prefix)
+	oc := optInOpenClaw(t)
 
 	tmp := t.TempDir()
 	home := filepath.Join(tmp, "home")
@@ -261,16 +250,11 @@ size = 64
 	}
 }
 
-// TestRealOpenClawAllowlist runs the shims under OpenClaw's exec
-// approvals in allowlist mode (security "allowlist", ask "off": a miss is
-// refused at once), OpenClaw's own exec tool driven as in
-// TestRealOpenClaw. OpenClaw resolves an allowed command to its real path
-// and runs that path: each shim must be a path of its own that still
-// names its tool (docs/shells.md, "OpenClaw"). With an entry for
-// llama-simple only, by bare name and then as ~/.shim/llama-simple,
-// llama-simple's calls reach the real tool through guard, and neither
-// another shim nor guard's own CLI is allowed with it.
-func TestRealOpenClawAllowlist(t *testing.T) {
+// optInOpenClaw skips unless GUARD_TEST_OPENCLAW=1, then installs
+// OpenClaw and its Node from npm, into GUARD_TEST_OPENCLAW_PREFIX when set
+// (kept for the next run) or a temporary folder.
+func optInOpenClaw(t *testing.T) openClawInstall {
+	t.Helper()
 	if os.Getenv("GUARD_TEST_OPENCLAW") != "1" {
 		t.Skip("opt-in: GUARD_TEST_OPENCLAW=1 installs openclaw " + openclawVersion + " and Node " + nodeVersion + " from npm into a temporary folder (docs/contributing.md)")
 	}
@@ -283,6 +267,20 @@ func TestRealOpenClawAllowlist(t *testing.T) {
 		prefix = t.TempDir()
 	}
 	oc := installOpenClaw(t, npm, prefix)
+	return oc
+}
+
+// TestRealOpenClawAllowlist runs the shims under OpenClaw's exec
+// approvals in allowlist mode (security "allowlist", ask "off": a miss is
+// refused at once), OpenClaw's own exec tool driven as in
+// TestRealOpenClaw. OpenClaw resolves an allowed command to its real path
+// and runs that path: each shim must be a path of its own that still
+// names its tool (docs/shells.md, "OpenClaw"). With an entry for
+// llama-simple only, by bare name and then as ~/.shim/llama-simple,
+// llama-simple's calls reach the real tool through guard, and neither
+// another shim nor guard's own CLI is allowed with it.
+func TestRealOpenClawAllowlist(t *testing.T) {
+	oc := optInOpenClaw(t)
 
 	tmp := t.TempDir()
 	home := filepath.Join(tmp, "home")
