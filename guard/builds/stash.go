@@ -94,7 +94,7 @@ func (b *Builder) restoreKeyed(ctx context.Context, tool, name string, rec *mani
 			err = fmt.Errorf("%s is still %s after the restore", target, h.Reason)
 		}
 	}
-	ev := heallog.Event{Event: "binary.restore", Tool: tool, Target: target, Result: "ok", Bytes: got.Bytes, DurationMS: time.Since(start).Milliseconds()}
+	ev := heallog.Event{Event: heallog.BinaryRestore, Tool: tool, Target: target, Result: "ok", Bytes: got.Bytes, DurationMS: time.Since(start).Milliseconds()}
 	switch {
 	case err == nil:
 		ev.Reason = "from " + got.From

@@ -318,7 +318,7 @@ func (h *healer) auth() {
 		}
 		h.add("auth", name, "missing", a.missingNote()+": "+a.Hint)
 		if !h.dryRun {
-			h.e.Event(heallog.Event{Level: "warn", Event: "auth.missing", Tool: name, Reason: a.Hint, Result: "missing"})
+			h.e.Event(heallog.Event{Level: "warn", Event: heallog.AuthMissing, Tool: name, Reason: a.Hint, Result: "missing"})
 		}
 	}
 }
