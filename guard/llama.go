@@ -75,7 +75,7 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 	modelPath := call.Model
 	var healing *healingError // the call's model, downloading in the background
 	if modelPath != "" {
-		modelPath = absPath(modelPath)
+		modelPath = state.Abs(modelPath)
 		answerNow := false
 		wait := func(ctx context.Context) context.Context {
 			ctx, answerNow = e.modelWait(ctx, tool, modelPath)
@@ -500,13 +500,6 @@ func (e *Engine) modelInfo(path string) shims.ModelInfo {
 		info.FallbackBase, info.FallbackTPS = fb.Budget.Base.D(), fb.Budget.TokensPerSecond
 	}
 	return info
-}
-
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
 }
 
 // healthyNow reports whether tool's executable and, when model is set,

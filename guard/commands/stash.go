@@ -92,8 +92,7 @@ func lastLine(path string) string {
 	if err != nil {
 		return ""
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return lines[len(lines)-1]
+	return units.LastLine(data)
 }
 
 func matching(items []stash.Item, recipe, key string) bool {
