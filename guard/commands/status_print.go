@@ -94,10 +94,10 @@ func (p *printer) print(out io.Writer, r *Report) {
 		switch {
 		case s.Name == "guard":
 			what = "guard's own copy"
-		case s.State == "stale":
+		case s.State == StateStale:
 			what = "-> guard (no tool of that name in the manifest; guard heal removes it)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(s.Name), p.mark(s.State == "ok" || s.State == "stale", s.State), what)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(s.Name), p.mark(s.State == StateOK || s.State == StateStale, string(s.State)), what)
 	}
 
 	if oc := r.OpenClaw; oc.Found {
@@ -127,9 +127,9 @@ func (p *printer) print(out io.Writer, r *Report) {
 		} else if t.Package != "" {
 			heal = "package " + printable(t.Package)
 		}
-		state := p.mark(t.State == "ok", t.State)
-		if t.State == "not-built" {
-			state = p.paint(yellow, t.State)
+		state := p.mark(t.State == StateOK, string(t.State))
+		if t.State == StateNotBuilt {
+			state = p.paint(yellow, string(t.State))
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", printable(t.Name), state, detail, heal)
 	}
@@ -175,9 +175,9 @@ func (p *printer) print(out io.Writer, r *Report) {
 			if dir == "" {
 				name = p.tilde(m.Path)
 			}
-			state := p.mark(modelUsable(m.State), m.State)
-			if m.State == "unverified" || m.State == "not-fetched" {
-				state = p.paint(yellow, m.State)
+			state := p.mark(modelUsable(m.State), string(m.State))
+			if m.State == StateUnverified || m.State == StateNotFetched {
+				state = p.paint(yellow, string(m.State))
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", name, printable(m.Role), state, p.modelDetail(m))
 		}
@@ -310,13 +310,13 @@ func when(ts time.Time) string { return ts.Local().Format("Jan 02 15:04:05") }
 func (p *printer) modelDetail(m ModelState) string {
 	var s string
 	switch {
-	case modelUsable(m.State) || m.State == "stale" || m.State == "hash-mismatch":
+	case modelUsable(m.State) || m.State == StateStale || m.State == StateHashMismatch:
 		s = humanBytes(m.Size)
-	case m.State == "not-fetched":
+	case m.State == StateNotFetched:
 		s = "download " + humanBytes(m.DownloadBytes)
-	case m.State == "missing":
+	case m.State == StateMissing:
 		s = "needs " + humanBytes(m.DownloadBytes)
-	case m.State == "not-regular":
+	case m.State == StateNotRegular:
 		s = p.tildeAll(m.Reason)
 	default:
 		s = humanBytes(m.OnDisk) + " of " + humanBytes(m.Size)
