@@ -502,9 +502,6 @@ func (e *Engine) modelInfo(path string) shims.ModelInfo {
 	return info
 }
 
-// healthyNow reports whether tool's executable and, when model is set,
-// that manifest model file can be used as they are: what a call may still
-// run while a heal it needs goes on.
 // hashRate is the rate a call counts on to hash a model it has not
 // verified yet: a quarter of the 1 GiB/s one core hashes sha256 at on the
 // machines measured (docs/BENCHMARKS.md), for a loaded machine.
@@ -523,6 +520,9 @@ func (e *Engine) hashFits(ctx context.Context, path string) bool {
 	return !ok || time.Until(dl) > need
 }
 
+// healthyNow reports whether tool's executable and, when model is set,
+// that manifest model file can be used as they are: what a call may still
+// run while a heal it needs goes on.
 func (e *Engine) healthyNow(tool *manifest.Tool, model string) bool {
 	if !e.ToolHealth(tool).OK() {
 		return false
