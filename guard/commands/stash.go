@@ -60,7 +60,7 @@ func stashState(e *guard.Engine, items []stash.Item, rec *manifest.Build) StashS
 			src = stash.Redact(src) // a password in a URL is never shown
 			r, ok := answers[src]
 			if !ok {
-				r = stash.SourceResult{Result: "never asked"}
+				r = stash.SourceResult{Result: stash.AnswerNeverAsked}
 			}
 			st.Sources = append(st.Sources, SourceState{URL: src, SourceResult: r})
 		}

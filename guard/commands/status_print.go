@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/guard/units"
 	"io"
 	"path/filepath"
@@ -144,7 +145,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%slog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), lastBuilt(b), stashed, p.tilde(b.Log))
 			for _, src := range b.Stash.Sources {
-				fmt.Fprintf(tw, "    stash_from\t%s\t%s\n", printable(src.URL), p.mark(src.Result != "failed", answerText(src)))
+				fmt.Fprintf(tw, "    stash_from\t%s\t%s\n", printable(src.URL), p.mark(src.Result != stash.AnswerFailed, answerText(src)))
 			}
 			if b.Stash.PushTo != "" {
 				fmt.Fprintf(tw, "    stash_to\t%s\t%s\n", printable(b.Stash.PushTo), printable(pushText(b.Stash)))
@@ -356,9 +357,9 @@ func modelsDir(ms []ModelState) string {
 // answerText says what a stash source last answered, and when.
 func answerText(s SourceState) string {
 	if s.At.IsZero() {
-		return s.Result
+		return string(s.Result)
 	}
-	t := s.Result + " " + time.Since(s.At).Round(time.Second).String() + " ago"
+	t := string(s.Result) + " " + time.Since(s.At).Round(time.Second).String() + " ago"
 	if s.Reason != "" {
 		t += ": " + s.Reason
 	}
