@@ -2,21 +2,35 @@ module github.com/sandbox-guard/guard
 
 go 1.26.8
 
+// What the guard binary links (go list -deps ./cmd/guard): each module here
+// is paid for by every shim call, at start-up (docs/BENCHMARKS.md).
+require (
+	github.com/klauspost/compress v1.20.4
+	github.com/pelletier/go-toml/v2 v2.4.3
+	github.com/urfave/cli/v2 v2.27.7
+	go.uber.org/zap v1.28.0
+	golang.org/x/sys v0.50.0
+	golang.org/x/term v0.48.0
+)
+
+// What only the tests (and guard/guardtest, their helper package) and the
+// benchmark floors in cmd/bench/floor import; the binary links none of
+// them: the in-process CNCF registry (distribution, with logrus and bcrypt
+// from x/crypto) and oras-go as a second client to check guard's own
+// against, testscript, a pty for the terminal stories, and gofrs/flock,
+// the lock the stories contend with (guard's own lock is hand-written:
+// guard/lock says why). Of the indirect block below, the binary links only
+// four modules (urfave/cli's go-md2man, blackfriday and smetrics, zap's
+// multierr); the rest come with the modules of this block.
 require (
 	github.com/creack/pty v1.1.24
 	github.com/distribution/distribution/v3 v3.1.2
 	github.com/gofrs/flock v0.13.2
-	github.com/klauspost/compress v1.20.4
 	github.com/opencontainers/go-digest v1.0.0
 	github.com/opencontainers/image-spec v1.1.1
-	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/sirupsen/logrus v1.10.2
-	github.com/urfave/cli/v2 v2.27.7
-	go.uber.org/zap v1.28.0
 	golang.org/x/crypto v0.57.0
-	golang.org/x/sys v0.50.0
-	golang.org/x/term v0.48.0
 	oras.land/oras-go/v2 v2.7.0
 )
 

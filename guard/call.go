@@ -13,7 +13,7 @@ import (
 // the target, rewrite the arguments by the tool's policy, run.
 func (e *Engine) call(ctx context.Context, name string, args []string) int {
 	if d := e.c.Depth; d >= maxDepth {
-		e.Event(heallog.Event{Level: "error", Event: "preflight", Tool: name, Reason: "shim loop", Result: "refused"})
+		e.Event(heallog.Event{Level: "error", Event: heallog.Preflight, Tool: name, Reason: "shim loop", Result: "refused"})
 		return e.fail(name, &guardError{err: fmt.Errorf("refused: the call went through shims %d times in a row (%s); a PATH that loops through two shim folders? run guard status", d, depthVar)})
 	}
 	tool := e.c.tool(name)

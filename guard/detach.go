@@ -26,22 +26,22 @@ import (
 // build recipe or package) or a model file at a path. Its text form is
 // the argument of `guard heal --job`.
 type jobSpec struct {
-	kind string // "tool" or "model"
-	name string // the tool's name, or the model file's absolute path
+	kind healjob.Kind // KindTool or KindModel
+	name string       // the tool's name, or the model file's absolute path
 	// caller is the tool whose call started the heal: its events name it
 	// (`guard heal --job SPEC --for TOOL`). "" names `guard heal`.
 	caller string
 }
 
-func (s jobSpec) String() string { return s.kind + ":" + s.name }
+func (s jobSpec) String() string { return string(s.kind) + ":" + s.name }
 
 // parseJobSpec reads `guard heal --job`'s argument.
 func parseJobSpec(arg string) (jobSpec, error) {
 	kind, name, _ := strings.Cut(arg, ":")
-	if (kind != "tool" && kind != "model") || name == "" {
+	if (kind != string(healjob.KindTool) && kind != string(healjob.KindModel)) || name == "" {
 		return jobSpec{}, fmt.Errorf("heal --job %q: want tool:NAME or model:PATH", arg)
 	}
-	return jobSpec{kind: kind, name: name}, nil
+	return jobSpec{kind: healjob.Kind(kind), name: name}, nil
 }
 
 // detacher starts the heal of spec so that it outlives the call; the job's
@@ -94,8 +94,8 @@ func (e *Engine) jobRecord(spec jobSpec) (healjob.Record, error) {
 	// The heal's own limit, for a waiter to tell a stopped or stuck heal
 	// (healjob.Record.Stale): [budget] heal, a build's timeout for a build.
 	r := healjob.Record{LeftMS: -1, Percent: -1, LimitMS: e.c.M.Budget.Heal.D().Milliseconds()}
-	if spec.kind == "model" {
-		r.Key, r.What, r.Names = healjob.Key("model", spec.name), "the download of "+filepath.Base(spec.name), []string{filepath.Base(spec.name)}
+	if spec.kind == healjob.KindModel {
+		r.Key, r.What, r.Names = healjob.Key(healjob.KindModel, spec.name), "the download of "+filepath.Base(spec.name), []string{filepath.Base(spec.name)}
 		return r, nil
 	}
 	tool := e.c.M.Tool(spec.name)
@@ -103,7 +103,7 @@ func (e *Engine) jobRecord(spec jobSpec) (healjob.Record, error) {
 	case tool == nil:
 		return r, fmt.Errorf("no tool named %q in the manifest", spec.name)
 	case tool.Build != "":
-		r.Key, r.What = healjob.Key("build", tool.Build), "the build of "+tool.Build
+		r.Key, r.What = healjob.Key(healjob.KindBuild, tool.Build), "the build of "+tool.Build
 		if b := e.c.M.Build(tool.Build); b != nil {
 			if took, ok := builds.Expected(e.c.StateDir, b); ok {
 				r.LeftMS = took.Milliseconds() // a build from nothing: the last from nothing
@@ -113,9 +113,9 @@ func (e *Engine) jobRecord(spec jobSpec) (healjob.Record, error) {
 			}
 		}
 	case tool.Package != "":
-		r.Key, r.What = healjob.Key("package", tool.Package), "the install of package "+tool.Package
+		r.Key, r.What = healjob.Key(healjob.KindPackage, tool.Package), "the install of package "+tool.Package
 	default:
-		r.Key, r.What = healjob.Key("tool", tool.Name), "the heal of "+tool.Name
+		r.Key, r.What = healjob.Key(healjob.KindTool, tool.Name), "the heal of "+tool.Name
 	}
 	r.Names = []string{tool.Name}
 	return r, nil
@@ -160,7 +160,7 @@ func (e *Engine) healDetached(ctx context.Context, caller string, spec jobSpec, 
 			return err
 		}
 		switch {
-		case s.Result == "ok":
+		case s.Result == healjob.OK:
 			return nil
 		case s.Result == healjob.Later:
 			return &healingError{rec: s.Record, later: s.Message}
@@ -312,7 +312,7 @@ func (e *Engine) WaitHeals(ctx context.Context, names []string) (followed int, e
 			return followed, err
 		}
 		switch {
-		case end.Result == "ok":
+		case end.Result == healjob.OK:
 			e.Say("%s ended well after %s", end.What, secs(end.End.Sub(end.Start)))
 		case end.Done():
 			failed = append(failed, end.What+": "+end.Message)

@@ -120,10 +120,10 @@ func (e *Engine) Repair() {
 	c := e.c
 	done, err := install.Repair(c.ShimDir, c.StateDir, c.Self, c.M.ToolNames(), c.M.Generation())
 	for _, name := range done {
-		e.Event(heallog.Event{Event: "shim.recreate", Tool: name, Target: filepath.Join(c.ShimDir, name), Result: "ok"})
+		e.Event(heallog.Event{Event: heallog.ShimRecreate, Tool: name, Target: filepath.Join(c.ShimDir, name), Result: "ok"})
 	}
 	if err != nil {
-		e.Event(heallog.Event{Level: "warn", Event: "shim.recreate", Target: c.ShimDir, Result: "failed", Reason: err.Error()})
+		e.Event(heallog.Event{Level: "warn", Event: heallog.ShimRecreate, Target: c.ShimDir, Result: "failed", Reason: err.Error()})
 		e.Say("could not mend the shim folder %s: %v", c.ShimDir, err)
 	}
 }

@@ -56,7 +56,7 @@ func (e *Engine) RunJob(ctx context.Context, arg, caller string) (ok bool, err e
 // healHere heals spec in this process (the detached heal, or a call whose
 // heal could not be detached): bounded by ctx and the heal's own limit.
 func (e *Engine) healHere(ctx context.Context, spec jobSpec) error {
-	if spec.kind == "model" {
+	if spec.kind == healjob.KindModel {
 		m := e.c.M.ModelByFile(spec.name)
 		if m == nil {
 			return fmt.Errorf("no model %s in the manifest", filepath.Base(spec.name))

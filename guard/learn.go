@@ -73,7 +73,7 @@ func (e *Engine) unlearn(name string, a shims.Attempt, bud time.Duration) {
 		e.debug("%s: learned speeds not forgotten: %v", describe(a), err)
 		return
 	}
-	e.Event(heallog.Event{Level: "warn", Event: "budget.learned", Tool: name, Target: a.Model, Result: "ok",
+	e.Event(heallog.Event{Level: "warn", Event: heallog.BudgetLearned, Tool: name, Target: a.Model, Result: "ok",
 		Reason: fmt.Sprintf("%s: a run ran past its learned budget of %s: budgets use the declared %g tokens/s again until %s are measured anew", m.File, secs(bud), m.Budget.TokensPerSecond, units.Count(speed.MinSamples, "run", "runs"))})
 }
 
@@ -95,7 +95,7 @@ func (e *Engine) learn(name string, a shims.Attempt, tps float64, took time.Dura
 		e.debug("%s: generated at %.1f tokens/s; budgets use %.1f", describe(a), tps, c.To)
 	}
 	if c.Learned {
-		e.Event(heallog.Event{Event: "budget.learned", Tool: name, Target: a.Model, Result: "ok",
+		e.Event(heallog.Event{Event: heallog.BudgetLearned, Tool: name, Target: a.Model, Result: "ok",
 			Reason: fmt.Sprintf("%s: budgets use %.1f tokens/s instead of %.1f (declared %g; the low percentile of the last calls here, halved)", m.File, c.To, c.From, m.Budget.TokensPerSecond)})
 	}
 }

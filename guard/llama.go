@@ -75,7 +75,7 @@ func (e *Engine) Llama(ctx context.Context, tool *manifest.Tool, args []string, 
 	modelPath := call.Model
 	var healing *healingError // the call's model, downloading in the background
 	if modelPath != "" {
-		modelPath = absPath(modelPath)
+		modelPath = state.Abs(modelPath)
 		answerNow := false
 		wait := func(ctx context.Context) context.Context {
 			ctx, answerNow = e.modelWait(ctx, tool, modelPath)
@@ -195,7 +195,7 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 			break
 		}
 		if i > 0 {
-			e.Event(heallog.Event{Level: "warn", Event: "fallback", Tool: name, Target: describe(a), Reason: after.String(), Attempt: ran + 1})
+			e.Event(heallog.Event{Level: "warn", Event: heallog.Fallback, Tool: name, Target: describe(a), Reason: after.String(), Attempt: ran + 1})
 			if healing == nil {
 				e.Say("%s: trying %s (%s)", name, withModel(a), after)
 			}
@@ -204,7 +204,7 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 			o.W.Write(entry.Stdout)
 			o.Cached, o.Model = true, filepath.Base(a.Model)
 			if i > 0 {
-				e.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran + 1, Reason: "answered from the prompt cache for " + describe(a)})
+				e.Event(heallog.Event{Event: heallog.CallEnd, Tool: name, Result: "ok", Attempt: ran + 1, Reason: "answered from the prompt cache for " + describe(a)})
 			}
 			return 0
 		}
@@ -212,10 +212,10 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 		o.Attempts, o.Model = ran, filepath.Base(a.Model)
 		if i == 0 && len(a.Dropped) > 0 {
 			// -i/-if without a terminal: they would wait on stdin for good.
-			e.Event(heallog.Event{Event: "preflight", Tool: name, Reason: "flags that would wait on stdin with no terminal, dropped: " + strings.Join(a.Dropped, " "), Attempt: ran})
+			e.Event(heallog.Event{Event: heallog.Preflight, Tool: name, Reason: "flags that would wait on stdin with no terminal, dropped: " + strings.Join(a.Dropped, " "), Attempt: ran})
 		}
 		if i > 0 && len(a.Dropped) > 0 {
-			e.Event(heallog.Event{Event: "fallback", Tool: a.Tool, Reason: "flags this attempt cannot pass on: " + strings.Join(a.Dropped, " "), Attempt: ran})
+			e.Event(heallog.Event{Event: heallog.Fallback, Tool: a.Tool, Reason: "flags this attempt cannot pass on: " + strings.Join(a.Dropped, " "), Attempt: ran})
 		}
 		// A call with fallbacks prints only an answer that proved good, the
 		// last attempt's too: one that ends in exit 2 leaves stdout empty, so
@@ -244,7 +244,7 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 			// exit (docs/llama-calls.md); a fresh run in what is left of
 			// the budget usually answers whole.
 			lines = append(lines, attemptLine(ran, a, why, res))
-			e.Event(heallog.Event{Level: "warn", Event: "retry", Tool: name, Target: describe(a), Reason: why, Attempt: ran + 1})
+			e.Event(heallog.Event{Level: "warn", Event: heallog.Retry, Tool: name, Target: describe(a), Reason: why, Attempt: ran + 1})
 			e.Say("%s: %s; trying it once more", a.Tool, why)
 			ran++
 			o.Attempts = ran
@@ -265,7 +265,7 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 					name, withModel(a), healing.rec.What, healing.rec.Where(), waitCommand(healing.rec))
 			}
 			if ran > 1 {
-				e.Event(heallog.Event{Event: "call.end", Tool: name, Result: "ok", Attempt: ran, Reason: "answered by " + describe(a)})
+				e.Event(heallog.Event{Event: heallog.CallEnd, Tool: name, Result: "ok", Attempt: ran, Reason: "answered by " + describe(a)})
 			}
 			return 0
 		}
@@ -290,7 +290,7 @@ func (e *Engine) runAttempts(ctx context.Context, clock *capClock, name string, 
 			after = shims.AfterFailure
 		}
 	}
-	e.Event(heallog.Event{Level: "error", Event: "call.end", Tool: name, Result: "failed", Attempt: ran, Reason: strings.Join(lines, "; ")})
+	e.Event(heallog.Event{Level: "error", Event: heallog.CallEnd, Tool: name, Result: "failed", Attempt: ran, Reason: strings.Join(lines, "; ")})
 	if healing != nil {
 		return e.fail(name, healing)
 	}
@@ -502,16 +502,6 @@ func (e *Engine) modelInfo(path string) shims.ModelInfo {
 	return info
 }
 
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
-}
-
-// healthyNow reports whether tool's executable and, when model is set,
-// that manifest model file can be used as they are: what a call may still
-// run while a heal it needs goes on.
 // hashRate is the rate a call counts on to hash a model it has not
 // verified yet: a quarter of the 1 GiB/s one core hashes sha256 at on the
 // machines measured (docs/BENCHMARKS.md), for a loaded machine.
@@ -530,6 +520,9 @@ func (e *Engine) hashFits(ctx context.Context, path string) bool {
 	return !ok || time.Until(dl) > need
 }
 
+// healthyNow reports whether tool's executable and, when model is set,
+// that manifest model file can be used as they are: what a call may still
+// run while a heal it needs goes on.
 func (e *Engine) healthyNow(tool *manifest.Tool, model string) bool {
 	if !e.ToolHealth(tool).OK() {
 		return false

@@ -54,7 +54,7 @@ func (e *Engine) storeAnswer(pc *promptCache, name string, a shims.Attempt, res 
 	if key == "" {
 		return
 	}
-	ev := heallog.Event{Event: "cache.store", Tool: name, Target: a.Model, Bytes: res.Stdout.Len(), Result: "ok"}
+	ev := heallog.Event{Event: heallog.CacheStore, Tool: name, Target: a.Model, Bytes: res.Stdout.Len(), Result: "ok"}
 	answer, whole := res.Stdout.Bytes()
 	err := errAnswerTooLarge()
 	if whole {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/guard/models/verify"
 )
@@ -82,7 +83,7 @@ func (e *Engine) ensureModelWaiting(ctx context.Context, tool, path string, forc
 	if wait != nil {
 		ctx = wait(ctx)
 	}
-	err := e.healDetached(ctx, tool, jobSpec{kind: "model", name: path, caller: tool}, func(ctx context.Context) error {
+	err := e.healDetached(ctx, tool, jobSpec{kind: healjob.KindModel, name: path, caller: tool}, func(ctx context.Context) error {
 		return underSignals(ctx, func(ctx context.Context) error {
 			return e.Models().Ensure(ctx, tool, m, path, force)
 		})

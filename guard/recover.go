@@ -21,7 +21,7 @@ func Recover(status *int, w World) {
 	}
 	fmt.Fprintf(w.Stderr, "guard: internal error: %v\nguard: please report it with the output of guard status and the stack below\n%s", r, debug.Stack())
 	l := heallog.New(envOr(w, "GUARD_LOG", manifest.DefaultLog), w.Stderr)
-	l.Write(heallog.Event{Level: "error", Event: "call.end", Reason: fmt.Sprintf("panic: %v", r), Result: "failed"})
+	l.Write(heallog.Event{Level: "error", Event: heallog.CallEnd, Reason: fmt.Sprintf("panic: %v", r), Result: "failed"})
 	l.Close()
 	*status = runner.StatusGuardFailed
 }

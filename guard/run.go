@@ -68,22 +68,22 @@ func (e *Engine) spec(tool *manifest.Tool, real string, argv, env []string) runn
 func (e *Engine) report(name string, attempt int, res runner.Result, spec runner.Spec) {
 	for _, a := range res.Answered {
 		e.Say("%s: answered %s to %q", name, a.Reply, a.Prompt)
-		e.Event(heallog.Event{Event: "prompt.detected", Tool: name, Reason: a.Prompt, Result: "answered", Attempt: attempt})
+		e.Event(heallog.Event{Event: heallog.PromptDetected, Tool: name, Reason: a.Prompt, Result: "answered", Attempt: attempt})
 	}
 	ev := heallog.Event{Level: "warn", Tool: name, Attempt: attempt, DurationMS: res.Elapsed.Milliseconds()}
 	switch res.Outcome {
 	case runner.TimedOut:
-		ev.Event, ev.Reason = "timeout", "no exit within "+spec.Budget.String()
+		ev.Event, ev.Reason = heallog.Timeout, "no exit within "+spec.Budget.String()
 		e.Say("%s: stopped after %s: over its time budget of %s", name, secs(res.Elapsed), secs(spec.Budget))
 	case runner.Stalled:
-		ev.Event, ev.Reason = "stall", "no output for "+spec.Stall.String()
+		ev.Event, ev.Reason = heallog.Stall, "no output for "+spec.Stall.String()
 		e.Say("%s: stopped: no new output for %s (the manifest's stall)", name, spec.Stall)
 	case runner.PromptKilled:
-		ev.Event, ev.Reason = "prompt.detected", res.Prompt
+		ev.Event, ev.Reason = heallog.PromptDetected, res.Prompt
 		ev.Result = "killed"
 		e.Say("%s: stopped: it waited at an interactive prompt %q that guard will not answer\n%s", name, res.Prompt, promptHint(name, spec.Prompts))
 	case runner.StartFailed:
-		ev.Event, ev.Reason, ev.Level = "call.end", res.Err.Error(), "error"
+		ev.Event, ev.Reason, ev.Level = heallog.CallEnd, res.Err.Error(), "error"
 		e.Say("%s: %v", name, res.Err)
 	default:
 		return

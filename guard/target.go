@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sandbox-guard/guard/guard/builds"
+	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -146,7 +147,7 @@ func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error,
 func (e *Engine) healHow(ctx context.Context, tool *manifest.Tool, detach bool, heal func(context.Context) error) error {
 	here := func(ctx context.Context) error { return underSignals(ctx, heal) }
 	if detach {
-		return e.healDetached(ctx, tool.Name, jobSpec{kind: "tool", name: tool.Name, caller: tool.Name}, here)
+		return e.healDetached(ctx, tool.Name, jobSpec{kind: healjob.KindTool, name: tool.Name, caller: tool.Name}, here)
 	}
 	return here(ctx)
 }

@@ -322,7 +322,7 @@ func openIndex(file, key string, reload func() (*Manifest, error)) (*Manifest, e
 
 func readTop(fd int, size int64, key string) (*Manifest, error) {
 	buf := make([]byte, min(size, 4096))
-	n, err := preadFull(fd, buf, 0)
+	n, err := readIndex(fd, buf, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +332,7 @@ func readTop(fd int, size int64, key string) (*Manifest, error) {
 	}
 	if need := h.wholeOff; int64(n) < need {
 		buf = append(buf[:n], make([]byte, need-int64(n))...)
-		if _, err := preadFull(fd, buf[n:], int64(n)); err != nil {
+		if _, err := readIndex(fd, buf[n:], int64(n)); err != nil {
 			return nil, err
 		}
 	}
@@ -351,23 +351,14 @@ func readTop(fd int, size int64, key string) (*Manifest, error) {
 	return m, nil
 }
 
-// preadFull reads len(buf) bytes at off; a file that ends sooner is cut.
-func preadFull(fd int, buf []byte, off int64) (int, error) {
-	n := 0
-	for n < len(buf) {
-		k, err := syscall.Pread(fd, buf[n:], off+int64(n))
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		if k == 0 {
-			return n, errIndex
-		}
-		n += k
+// readIndex reads len(buf) bytes at off; a file that ends sooner is not
+// an index (errIndex).
+func readIndex(fd int, buf []byte, off int64) (int, error) {
+	n, err := state.PreadFull(fd, buf, off)
+	if err == nil && n < len(buf) {
+		err = errIndex
 	}
-	return n, nil
+	return n, err
 }
 
 // find returns the value of the entry named name (codec.go's binary form);
@@ -381,7 +372,7 @@ func (x *index) find(name string) ([]byte, error) {
 	var window [4 * indexSlot]byte // four slots a read: most probes end in the first
 	for i, probed := int64(h)&mask, int64(0); probed < x.h.slots; {
 		n := min(int64(len(window)/indexSlot), x.h.slots-i)
-		if _, err := preadFull(x.fd, window[:n*indexSlot], x.h.table+i*indexSlot); err != nil {
+		if _, err := readIndex(x.fd, window[:n*indexSlot], x.h.table+i*indexSlot); err != nil {
 			return nil, err
 		}
 		for j := range n {
@@ -400,7 +391,7 @@ func (x *index) find(name string) ([]byte, error) {
 				continue // another name with the same hash
 			}
 			entry := make([]byte, length)
-			if _, err := preadFull(x.fd, entry, off); err != nil {
+			if _, err := readIndex(x.fd, entry, off); err != nil {
 				return nil, err
 			}
 			if string(entry[:len(name)]) == name && entry[len(name)] == 0 {
@@ -450,7 +441,7 @@ func (x *index) wholeManifest() *Manifest {
 	}
 	if x.fd >= 0 {
 		data := make([]byte, x.h.whole)
-		if _, err := preadFull(x.fd, data, x.h.wholeOff); err == nil {
+		if _, err := readIndex(x.fd, data, x.h.wholeOff); err == nil {
 			m := new(Manifest)
 			if json.Unmarshal(data, m) == nil {
 				x.whole = m

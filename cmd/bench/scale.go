@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/heallog"
 )
 
 // Scale is what the scaling rows of the start-up table compare (issue 14:
@@ -317,7 +319,7 @@ func logWorld(size int64, status bool) func(*Sandbox, *Row) error {
 		case err != nil:
 			return err
 		}
-		if !strings.Contains(out, "binary.rebuild") {
+		if !strings.Contains(out, string(heallog.BinaryRebuild)) {
 			return fmt.Errorf("guard status shows no heal event of the log:\n%s", indent(out))
 		}
 		return nil
@@ -341,7 +343,7 @@ func writeHealLog(path string, size int64, install string) error {
 		var b strings.Builder
 		for {
 			ts := start.Add(time.Duration(i) * time.Second).Format(time.RFC3339Nano)
-			line := fmt.Sprintf(`{"ts":%q,"level":"info","event":"binary.rebuild","install":%q,"tool":"llama-completion","target":"/root/llama.cpp/build/bin/llama-completion","duration_ms":%d,"result":"ok"}`+"\n", ts, install, 1000+i%900)
+			line := fmt.Sprintf(`{"ts":%q,"level":"info","event":%q,"install":%q,"tool":"llama-completion","target":"/root/llama.cpp/build/bin/llama-completion","duration_ms":%d,"result":"ok"}`+"\n", ts, heallog.BinaryRebuild, install, 1000+i%900)
 			if int64(b.Len()+len(line)) > size && b.Len() > 0 {
 				break
 			}

@@ -105,7 +105,7 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 	}
 	held, err := lock.Acquire(ctx, b.layout().Lock("build-"+name), func() {
 		fmt.Fprintf(b.stderr(), "guard: another process is building %s; waiting\n", name)
-		b.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: name, Reason: "build"})
+		b.event(heallog.Event{Event: heallog.LockWait, Tool: tool, Target: name, Reason: "build"})
 	})
 	if err != nil {
 		return fmt.Errorf("wait for build %s: %w", name, err)
@@ -138,7 +138,7 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 		}
 	}
 	b.event(heallog.Event{
-		Level: level, Event: "binary.rebuild", Tool: tool, Target: target,
+		Level: level, Event: heallog.BinaryRebuild, Tool: tool, Target: target,
 		Reason: reason, Result: result, DurationMS: time.Since(start).Milliseconds(),
 	})
 	if err == nil {
@@ -300,7 +300,7 @@ func (b *Builder) startRun(tool, name string, rec *manifest.Build, target, marke
 		reason := fmt.Sprintf("interrupted build: removed %s it cut short", units.Count(len(removed), "output", "outputs"))
 		fmt.Fprintf(b.stderr(), "guard: the last build of %s was interrupted (%s, marker %s); removed %s it cut short, kept everything whole\n",
 			name, fi.ModTime().Format(time.DateTime), marker, units.Count(len(removed), "output", "outputs"))
-		b.event(heallog.Event{Level: "warn", Event: "binary.rebuild", Tool: tool, Target: target, Reason: reason, Result: "cleaned"})
+		b.event(heallog.Event{Level: "warn", Event: heallog.BinaryRebuild, Tool: tool, Target: target, Reason: reason, Result: "cleaned"})
 	}
 	if target != "" {
 		dropUnexecutableTarget(rec, target, logf)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // Health is what CheckBinary found.
@@ -46,7 +48,7 @@ func CheckBinary(path, stampDir, libraryPath string) Health {
 	if fi.Mode().Perm()&0o111 == 0 {
 		return Health{Reason: "not executable"}
 	}
-	abs := absPath(path)
+	abs := state.Abs(path)
 	id := fileID(fi)
 	var stamp string
 	if stampDir != "" {

@@ -103,7 +103,7 @@ func (b *Builder) lockAPT(ctx context.Context, tool string) (*lock.Held, error) 
 	}
 	held, err := lock.Acquire(ctx, b.layout().Lock("apt"), func() {
 		fmt.Fprintln(b.stderr(), "guard: another process is installing packages; waiting")
-		b.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: "apt", Reason: "install"})
+		b.event(heallog.Event{Event: heallog.LockWait, Tool: tool, Target: "apt", Reason: "install"})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("wait for package install: %w", err)
@@ -124,7 +124,7 @@ func (b *Builder) install(ctx context.Context, tool string, pkgs []string, reaso
 		}
 	}
 	b.event(heallog.Event{
-		Level: level, Event: "package.install", Tool: tool, Target: strings.Join(pkgs, " "),
+		Level: level, Event: heallog.PackageInstall, Tool: tool, Target: strings.Join(pkgs, " "),
 		Reason: reason, Result: result, DurationMS: time.Since(start).Milliseconds(),
 	})
 	return err

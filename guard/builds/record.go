@@ -110,6 +110,6 @@ func (b *Builder) recordBuild(name string, took time.Duration, at time.Time, col
 // outlives the binary, so a missing binary with a stamp was evicted, and
 // one without was never here.
 func Stamped(stampDir, binary string) bool {
-	_, err := os.Lstat(stampPath(stampDir, absPath(binary)))
+	_, err := os.Lstat(stampPath(stampDir, state.Abs(binary)))
 	return err == nil
 }

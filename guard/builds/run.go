@@ -20,6 +20,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/guard/state"
+	"github.com/sandbox-guard/guard/guard/units"
 )
 
 // killGrace is how long a step's process group has between SIGTERM and
@@ -230,7 +231,7 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 	defer t.mu.Unlock()
 	t.partial = append(t.partial, p...)
 	if i := lastLineEnd(t.partial); i >= 0 {
-		if line := lastLine(t.partial[:i]); line != "" {
+		if line := units.LastLine(t.partial[:i]); line != "" {
 			t.last = line
 			if t.rep != nil {
 				t.rep.SetStatus(t.prefix + ": " + clip(line, 100))
@@ -261,17 +262,6 @@ func lastLineEnd(b []byte) int {
 		}
 	}
 	return -1
-}
-
-// lastLine is the last non-blank line of b (lines end in \n or \r).
-func lastLine(b []byte) string {
-	lines := strings.FieldsFunc(string(b), func(r rune) bool { return r == '\n' || r == '\r' })
-	for i := len(lines) - 1; i >= 0; i-- {
-		if s := strings.TrimSpace(lines[i]); s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 func clip(s string, n int) string {

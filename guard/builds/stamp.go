@@ -32,15 +32,6 @@ func stampPath(dir, binary string) string {
 	return filepath.Join(dir, "bin-"+state.PathKey(binary))
 }
 
-// absPath is path made absolute, as a stamp keys and holds it; path itself
-// when the working folder cannot be read.
-func absPath(path string) string {
-	if abs, err := filepath.Abs(path); err == nil {
-		return abs
-	}
-	return path
-}
-
 // fileStat is what the stamp keeps of each library: a library cut short or
 // rewritten in place by a killed linker (or copied over with cp -p) keeps
 // its path but not its identity, and a stat is all the fast path can

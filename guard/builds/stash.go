@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
@@ -94,7 +93,7 @@ func (b *Builder) restoreKeyed(ctx context.Context, tool, name string, rec *mani
 			err = fmt.Errorf("%s is still %s after the restore", target, h.Reason)
 		}
 	}
-	ev := heallog.Event{Event: "binary.restore", Tool: tool, Target: target, Result: "ok", Bytes: got.Bytes, DurationMS: time.Since(start).Milliseconds()}
+	ev := heallog.Event{Event: heallog.BinaryRestore, Tool: tool, Target: target, Result: "ok", Bytes: got.Bytes, DurationMS: time.Since(start).Milliseconds()}
 	switch {
 	case err == nil:
 		ev.Reason = "from " + got.From
@@ -109,8 +108,8 @@ func (b *Builder) restoreKeyed(ctx context.Context, tool, name string, rec *mani
 		ev.Result, ev.Reason = "miss", "no entry matches"
 		fmt.Fprintf(b.stderr(), "guard: no stash entry of %s matches its sources, steps, compilers and CPU; building\n", name)
 	default:
-		ev.Level, ev.Result, ev.Reason = "warn", "failed", oneLine(err)
-		fmt.Fprintf(b.stderr(), "guard: cannot restore %s from the stash (%s); building\n", name, oneLine(err))
+		ev.Level, ev.Result, ev.Reason = "warn", "failed", units.OneLine(err)
+		fmt.Fprintf(b.stderr(), "guard: cannot restore %s from the stash (%s); building\n", name, units.OneLine(err))
 	}
 	b.event(ev)
 	return err == nil
@@ -145,7 +144,7 @@ func (b *Builder) stashBuild(ctx context.Context, name string, rec *manifest.Bui
 		it, err = b.Stash.Save(ctx, rec.Name, key, rec.Dir, rec.Outputs, b.stashPaths(rec, target))
 	}
 	if err != nil {
-		fmt.Fprintf(b.stderr(), "guard: the build of %s was not stashed: %s\n", name, oneLine(err))
+		fmt.Fprintf(b.stderr(), "guard: the build of %s was not stashed: %s\n", name, units.OneLine(err))
 		return
 	}
 	note := fmt.Sprintf("stashed %s (%d bytes, key %.12s, source %s)", name, it.Size, it.Key, key.Source)
@@ -163,7 +162,7 @@ func (b *Builder) stashBuild(ctx context.Context, name string, rec *manifest.Bui
 		// In the background: a registry that is slow or down never
 		// slows or fails the heal (docs/registry.md).
 		if err := b.PushTo(rec.Name, it.Key, rec.StashTo); err != nil {
-			note += fmt.Sprintf("; not pushed to %s: %s", rec.StashTo, oneLine(err))
+			note += fmt.Sprintf("; not pushed to %s: %s", rec.StashTo, units.OneLine(err))
 		} else {
 			note += fmt.Sprintf("; pushing it to %s in the background", rec.StashTo)
 		}
@@ -197,7 +196,7 @@ func (b *Builder) RetryPush(rec *manifest.Build) (stash.PendingPush, bool, error
 func (b *Builder) pushNote(name string, rec *manifest.Build, err error) {
 	note := fmt.Sprintf("pushing the entry of %s not yet pushed to %s again, in the background", name, rec.StashTo)
 	if err != nil {
-		note = fmt.Sprintf("the entry of %s not yet pushed to %s: cannot start its push: %s", name, rec.StashTo, oneLine(err))
+		note = fmt.Sprintf("the entry of %s not yet pushed to %s: cannot start its push: %s", name, rec.StashTo, units.OneLine(err))
 	}
 	if logf, err := openLog(b.LogPath(name)); err == nil {
 		fmt.Fprintf(logf, "== guard: %s\n", note)
@@ -223,5 +222,3 @@ func (b *Builder) stashPaths(rec *manifest.Build, target string) []string {
 	}
 	return append(paths, libs...)
 }
-
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

@@ -341,7 +341,7 @@ func LinkTools(e *guard.Engine, out io.Writer, file string) {
 	}
 	var missing []string
 	for _, name := range sortedKeys(c.M.Tools) {
-		if shimState(c.ShimDir, name).State == "missing" {
+		if shimState(c.ShimDir, name).State == StateMissing {
 			missing = append(missing, name)
 		}
 	}
@@ -350,7 +350,7 @@ func LinkTools(e *guard.Engine, out io.Writer, file string) {
 	}
 	e.Repair()
 	for _, name := range missing {
-		if shimState(c.ShimDir, name).State == "ok" {
+		if shimState(c.ShimDir, name).State == StateOK {
 			fmt.Fprintf(out, "linked %s -> %s\n", tilde(c.Home, filepath.Join(c.ShimDir, name)), install.GuardName)
 		}
 	}

@@ -30,10 +30,10 @@ type HealOptions struct {
 
 // HealResult is one line of heal's summary.
 type HealResult struct {
-	Kind   string `json:"kind"`  // path, shims, shim, link, tool, model, auth, push (a stash_to push not yet made)
-	Name   string `json:"name"`  // what was looked at
-	State  string `json:"state"` // ok, healed, removed, failed, missing (auth), started (push); would-heal, would-fail (dry run)
-	Detail string `json:"detail,omitempty"`
+	Kind   string    `json:"kind"`  // path, shims, shim, link, tool, model, auth, push (a stash_to push not yet made)
+	Name   string    `json:"name"`  // what was looked at
+	State  HealState `json:"state"` // ok, healed, removed, failed, missing (auth), started (push); would-heal, would-fail (dry run)
+	Detail string    `json:"detail,omitempty"`
 }
 
 // HealReport is what `guard heal --json` prints; docs/status-json.md documents it.
@@ -128,19 +128,19 @@ type healer struct {
 	results []HealResult
 }
 
-func (h *healer) add(kind, name, state, detail string) {
-	if state == "failed" || state == "would-fail" {
+func (h *healer) add(kind, name string, state HealState, detail string) {
+	if state == HealFailed || state == HealWouldFail {
 		h.ok = false
 	}
 	h.results = append(h.results, HealResult{Kind: kind, Name: name, State: state, Detail: detail})
 }
 
 // failed is "failed", or "would-fail" in a dry run.
-func (h *healer) failed() string {
+func (h *healer) failed() HealState {
 	if h.dryRun {
-		return "would-fail"
+		return HealWouldFail
 	}
-	return "failed"
+	return HealFailed
 }
 
 // shims reports what the per-call repair (run before the heal) could not
@@ -159,31 +159,31 @@ func (h *healer) shims(r *Report) {
 	fine := true
 	for _, s := range r.Shims {
 		switch s.State {
-		case "ok", "stale":
-		case "not-guard":
+		case StateOK, StateStale:
+		case StateNotGuard:
 			fine = false
 			h.add("shim", s.Name, h.failed(), "a file guard did not put there; move it away or run "+fixInstallForce)
 		default:
 			fine = false
-			h.add("shim", s.Name, h.failed(), s.State+"; guard could not mend it (see above)")
+			h.add("shim", s.Name, h.failed(), string(s.State)+"; guard could not mend it (see above)")
 		}
 	}
 	if fine {
-		h.add("shims", dir, "ok", "")
+		h.add("shims", dir, HealOK, "")
 	}
 	const why = "no tool of that name in the manifest"
 	if h.dryRun {
 		for _, name := range staleLinks(c) {
-			h.add("link", name, "would-heal", "remove it: "+why)
+			h.add("link", name, HealWouldHeal, "remove it: "+why)
 		}
 		return
 	}
 	removed, err := removeStaleLinks(c)
 	for _, name := range removed {
-		h.add("link", name, "removed", why)
+		h.add("link", name, HealRemoved, why)
 	}
 	if err != nil {
-		h.add("link", dir, "failed", err.Error())
+		h.add("link", dir, HealFailed, err.Error())
 	}
 }
 
@@ -208,18 +208,18 @@ func (h *healer) tools(ctx context.Context, r *Report, jobs []*job, want func(st
 			h.add("tool", t.Name, h.failed(), cannotHeal(t.Reason, t.Fix))
 			continue
 		case j == nil:
-			h.add("tool", t.Name, "ok", "")
+			h.add("tool", t.Name, HealOK, "")
 			continue
 		}
 		first := j.tools[0] == t.Name
 		if h.dryRun {
 			switch {
-			case j.kind == "none":
-				h.add("tool", t.Name, "would-fail", "no build recipe or package heals it")
+			case j.kind == jobNone:
+				h.add("tool", t.Name, HealWouldFail, "no build recipe or package heals it")
 			case first:
-				h.add("tool", t.Name, "would-heal", j.what())
+				h.add("tool", t.Name, HealWouldHeal, j.what())
 			default:
-				h.add("tool", t.Name, "would-heal", j.again())
+				h.add("tool", t.Name, HealWouldHeal, j.again())
 			}
 			continue
 		}
@@ -233,12 +233,12 @@ func (h *healer) tools(ctx context.Context, r *Report, jobs []*job, want func(st
 		}
 		switch err := done[j]; {
 		case h.e.ToolHealth(tool).OK():
-			h.add("tool", t.Name, "healed", "")
+			h.add("tool", t.Name, HealHealed, "")
 		case err != nil:
-			h.add("tool", t.Name, "failed", oneLine(err.Error()))
+			h.add("tool", t.Name, HealFailed, oneLine(err.Error()))
 		default:
 			now := toolState(h.e, tool)
-			h.add("tool", t.Name, "failed", "still "+now.State+" after "+j.what()+": "+oneLine(now.Reason))
+			h.add("tool", t.Name, HealFailed, "still "+string(now.State)+" after "+j.what()+": "+oneLine(now.Reason))
 		}
 	}
 }
@@ -248,7 +248,7 @@ func (h *healer) models(ctx context.Context, r *Report, jobs []*job, want func(s
 	c := h.e.Config()
 	jobOf := map[string]*job{}
 	for _, j := range jobs {
-		if j.kind == "download" || j.kind == "verify" {
+		if j.kind == jobDownload || j.kind == jobVerify {
 			jobOf[j.name] = j
 		}
 	}
@@ -267,14 +267,14 @@ func (h *healer) models(ctx context.Context, r *Report, jobs []*job, want func(s
 		case fix:
 			h.add("model", m.File, h.failed(), cannotHeal(ms.Reason, ms.Fix))
 		case j == nil:
-			h.add("model", m.File, "ok", "")
+			h.add("model", m.File, HealOK, "")
 		case h.dryRun:
-			h.add("model", m.File, "would-heal", j.what())
+			h.add("model", m.File, HealWouldHeal, j.what())
 		default:
 			if err := h.e.Models().Ensure(ctx, "guard heal", m, c.M.ModelsPath(m.File), true); err != nil {
-				h.add("model", m.File, "failed", oneLine(err.Error()))
+				h.add("model", m.File, HealFailed, oneLine(err.Error()))
 			} else {
-				h.add("model", m.File, "healed", "")
+				h.add("model", m.File, HealHealed, "")
 			}
 		}
 	}
@@ -291,14 +291,14 @@ func (h *healer) pushes(r *Report) {
 			continue
 		}
 		if h.dryRun {
-			h.add("push", b.Name, "would-heal", fmt.Sprintf("push the entry %.12s to %s again, in the background", p.Key, rec.StashTo))
+			h.add("push", b.Name, HealWouldHeal, fmt.Sprintf("push the entry %.12s to %s again, in the background", p.Key, rec.StashTo))
 			continue
 		}
 		if _, _, err := h.e.RetryPush(rec); err != nil {
-			h.add("push", b.Name, "failed", "cannot start the push of the entry not yet pushed: "+oneLine(err.Error()))
+			h.add("push", b.Name, HealFailed, "cannot start the push of the entry not yet pushed: "+oneLine(err.Error()))
 			continue
 		}
-		h.add("push", b.Name, "started", fmt.Sprintf("pushing the entry %.12s to %s again, in the background (log %s)", p.Key, rec.StashTo, tilde(c.Home, h.e.Stash().PushLog(b.Name))))
+		h.add("push", b.Name, HealStarted, fmt.Sprintf("pushing the entry %.12s to %s again, in the background (log %s)", p.Key, rec.StashTo, tilde(c.Home, h.e.Stash().PushLog(b.Name))))
 	}
 }
 
@@ -313,12 +313,12 @@ func (h *healer) auth() {
 	for _, name := range sortedKeys(c.M.Auth) {
 		a := authState(c, c.M.Auth[name])
 		if a.OK {
-			h.add("auth", name, "ok", a.Found)
+			h.add("auth", name, HealOK, a.Found)
 			continue
 		}
-		h.add("auth", name, "missing", a.missingNote()+": "+a.Hint)
+		h.add("auth", name, HealMissing, a.missingNote()+": "+a.Hint)
 		if !h.dryRun {
-			h.e.Event(heallog.Event{Level: "warn", Event: "auth.missing", Tool: name, Reason: a.Hint, Result: "missing"})
+			h.e.Event(heallog.Event{Level: "warn", Event: heallog.AuthMissing, Tool: name, Reason: a.Hint, Result: "missing"})
 		}
 	}
 }
@@ -327,7 +327,7 @@ func (h *healer) auth() {
 func printHeal(out io.Writer, r HealReport) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	for _, res := range r.Results {
-		state := strings.Replace(res.State, "would-", "would ", 1)
+		state := strings.Replace(string(res.State), "would-", "would ", 1)
 		if res.Detail != "" {
 			state += ": " + res.Detail
 		}

@@ -19,7 +19,7 @@ import (
 
 // job is one thing a heal does.
 type job struct {
-	kind  string   // "build", "package", "download", "verify", "none"
+	kind  jobKind
 	name  string   // the recipe, package or model file; the tool for "none"
 	tools []string // the tools a build or package brings back, in order
 	bytes int64    // to download or hash
@@ -40,27 +40,27 @@ func plan(c *guard.Config, r *Report, want func(string) bool) []*job {
 	var jobs []*job
 	byKey := map[string]*job{}
 	for _, t := range r.Tools {
-		if t.State == "ok" || t.Fix != "" || !want(t.Name) {
+		if t.State == StateOK || t.Fix != "" || !want(t.Name) {
 			continue // a Fix is the person's to run: no job of a heal's
 		}
 		j := toolJob(c, c.M.Tools[t.Name])
 		for _, b := range r.Builds {
-			j.stashed = j.stashed || j.kind == "build" && b.Name == j.name && b.Stash.Matches
+			j.stashed = j.stashed || j.kind == jobBuild && b.Name == j.name && b.Stash.Matches
 		}
-		if have := byKey[j.kind+":"+j.name]; have != nil {
+		if have := byKey[string(j.kind)+":"+j.name]; have != nil {
 			have.tools = append(have.tools, t.Name)
 			continue
 		}
-		byKey[j.kind+":"+j.name] = j
+		byKey[string(j.kind)+":"+j.name] = j
 		jobs = append(jobs, j)
 	}
 	for _, m := range r.Models {
 		if modelUsable(m.State) || m.Fix != "" || !want(m.File) {
 			continue
 		}
-		j := &job{kind: "download", name: m.File, bytes: m.DownloadBytes}
-		if m.State == "stale" {
-			j.kind, j.bytes = "verify", m.Size
+		j := &job{kind: jobDownload, name: m.File, bytes: m.DownloadBytes}
+		if m.State == StateStale {
+			j.kind, j.bytes = jobVerify, m.Size
 		}
 		jobs = append(jobs, j)
 	}
@@ -69,10 +69,10 @@ func plan(c *guard.Config, r *Report, want func(string) bool) []*job {
 
 // toolJob is what brings tool back: its build recipe, else its package.
 func toolJob(c *guard.Config, tool *manifest.Tool) *job {
-	j := &job{kind: "none", name: tool.Name, tools: []string{tool.Name}}
+	j := &job{kind: jobNone, name: tool.Name, tools: []string{tool.Name}}
 	switch rec := c.M.Builds[tool.Build]; {
 	case rec != nil:
-		j.kind, j.name = "build", rec.Name
+		j.kind, j.name = jobBuild, rec.Name
 		if _, err := os.Stat(rec.Dir); err != nil && rec.Repo != "" {
 			j.clone = rec.Repo
 		}
@@ -80,7 +80,7 @@ func toolJob(c *guard.Config, tool *manifest.Tool) *job {
 			j.last, j.built = last.Took, true
 		}
 	case tool.Package != "":
-		j.kind, j.name = "package", tool.Package
+		j.kind, j.name = jobPackage, tool.Package
 	}
 	return j
 }
@@ -90,7 +90,7 @@ func toolJob(c *guard.Config, tool *manifest.Tool) *job {
 func plannedSteps(c *guard.Config, jobs []*job) map[string][][]string {
 	var steps map[string][][]string
 	for _, j := range jobs {
-		if rec := c.M.Builds[j.name]; j.kind == "build" && rec != nil {
+		if rec := c.M.Builds[j.name]; j.kind == jobBuild && rec != nil {
 			if steps == nil {
 				steps = map[string][][]string{}
 			}
@@ -136,7 +136,7 @@ func askSources(ctx context.Context, e *guard.Engine, jobs []*job) {
 	c := e.Config()
 	for _, j := range jobs {
 		rec := c.M.Builds[j.name]
-		if j.kind != "build" || j.stashed || rec == nil || len(rec.StashFrom) == 0 || j.clone != "" {
+		if j.kind != jobBuild || j.stashed || rec == nil || len(rec.StashFrom) == 0 || j.clone != "" {
 			continue
 		}
 		key, err := e.StashKey(ctx, rec)
@@ -158,13 +158,13 @@ func askSources(ctx context.Context, e *guard.Engine, jobs []*job) {
 // what says what the job does, for the plan line and the dry run.
 func (j *job) what() string {
 	switch j.kind {
-	case "build":
+	case jobBuild:
 		return "build " + printable(j.name) + " (" + j.cost() + ")"
-	case "package":
+	case jobPackage:
 		return "install package " + printable(j.name)
-	case "download":
+	case jobDownload:
 		return "download " + humanBytes(j.bytes)
-	case "verify":
+	case jobVerify:
 		return "verify (hash " + humanBytes(j.bytes) + ")"
 	}
 	return ""
@@ -173,7 +173,7 @@ func (j *job) what() string {
 // again is what a dry run says of the second and later tools of a build
 // or package job: the job is not run again for them.
 func (j *job) again() string {
-	if j.kind == "package" {
+	if j.kind == jobPackage {
 		return "the same install of package " + printable(j.name)
 	}
 	return "the same build of " + printable(j.name)
@@ -186,12 +186,12 @@ func planLine(jobs []*job) string {
 	var parts []string
 	for _, j := range jobs {
 		switch j.kind {
-		case "build":
+		case jobBuild:
 			parts = append(parts, "build "+printable(j.name)+" for "+printableList(j.tools)+" ("+j.cost()+")")
-		case "package":
+		case jobPackage:
 			parts = append(parts, "install package "+printable(j.name)+" for "+printableList(j.tools))
-		case "download", "verify":
-			parts = append(parts, j.kind+" "+printable(j.name)+" ("+humanBytes(j.bytes)+")")
+		case jobDownload, jobVerify:
+			parts = append(parts, string(j.kind)+" "+printable(j.name)+" ("+humanBytes(j.bytes)+")")
 		}
 	}
 	return strings.Join(parts, ", ")
@@ -205,7 +205,7 @@ func planTotal(jobs []*job) string {
 	var costs []string
 	for _, j := range jobs {
 		switch j.kind {
-		case "build":
+		case jobBuild:
 			builds++
 			switch {
 			case j.from != "":
@@ -217,11 +217,11 @@ func planTotal(jobs []*job) string {
 			default:
 				costs = append(costs, "never built here")
 			}
-		case "package":
+		case jobPackage:
 			pkgs++
-		case "download":
+		case jobDownload:
 			download += j.bytes
-		case "verify":
+		case jobVerify:
 			verify++
 			hash += j.bytes
 		}

@@ -54,7 +54,7 @@ type Problem struct {
 // own copy, "broken" (empty or cut off).
 type ShimState struct {
 	Name  string `json:"name"`
-	State string `json:"state"`
+	State State  `json:"state"`
 }
 
 // ToolState is a tool's real target: "ok", "missing", "broken" or
@@ -64,7 +64,7 @@ type ShimState struct {
 type ToolState struct {
 	Name      string   `json:"name"`
 	Target    string   `json:"target,omitempty"`
-	State     string   `json:"state"`
+	State     State    `json:"state"`
 	Reason    string   `json:"reason,omitempty"`
 	Libraries []string `json:"libraries,omitempty"`
 	Static    bool     `json:"static,omitempty"`
@@ -106,7 +106,7 @@ type ModelState struct {
 	Role          string    `json:"role,omitempty"`
 	Size          int64     `json:"size"`
 	OnDisk        int64     `json:"on_disk"`
-	State         string    `json:"state"`
+	State         State     `json:"state"`
 	DownloadBytes int64     `json:"download_bytes,omitempty"`
 	RetryAfter    time.Time `json:"retry_after,omitzero"` // a failed heal is not tried again before this
 	Reason        string    `json:"reason,omitempty"`
@@ -213,19 +213,19 @@ func (r *Report) problems() []Problem {
 	}
 	for _, s := range r.Shims {
 		switch {
-		case s.State == "not-guard":
+		case s.State == StateNotGuard:
 			add("shim "+printable(s.Name), fixInstallForce)
-		case r.Installed && s.State != "ok" && s.State != "stale":
+		case r.Installed && s.State != StateOK && s.State != StateStale:
 			add("shim "+printable(s.Name), fixHeal)
 		}
 	}
 	for _, t := range r.Tools {
-		if t.State != "ok" && t.State != "not-built" {
+		if t.State != StateOK && t.State != StateNotBuilt {
 			add("tool "+printable(t.Name), cmp.Or(t.Fix, r.waitFor(t.Name), fixHeal))
 		}
 	}
 	for _, m := range r.Models {
-		if !modelUsable(m.State) && m.State != "not-fetched" {
+		if !modelUsable(m.State) && m.State != StateNotFetched {
 			add("model "+printable(m.File), cmp.Or(m.Fix, r.waitFor(m.File), fixHeal))
 		}
 	}
@@ -259,16 +259,14 @@ func (r *Report) healingFix(fix string) bool {
 func (r *Report) notFetched() []string {
 	out := []string{}
 	for _, t := range r.Tools {
-		if t.State == "not-built" {
+		if t.State == StateNotBuilt {
 			out = append(out, "tool "+printable(t.Name))
 		}
 	}
 	for _, m := range r.Models {
-		if m.State == "not-fetched" {
+		if m.State == StateNotFetched {
 			out = append(out, "model "+printable(m.File))
 		}
 	}
 	return out
 }
-
-func modelUsable(state string) bool { return state == "ok" || state == "unverified" }

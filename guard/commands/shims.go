@@ -32,7 +32,7 @@ func shimStates(c *guard.Config) []ShimState {
 		out = append(out, shimState(c.ShimDir, name))
 	}
 	for _, name := range staleLinks(c) {
-		out = append(out, ShimState{name, "stale"})
+		out = append(out, ShimState{name, StateStale})
 	}
 	return out
 }
@@ -42,23 +42,23 @@ func shimState(dir, name string) ShimState {
 	if name == install.GuardName {
 		switch fi, err := os.Lstat(p); {
 		case err != nil:
-			return ShimState{name, "missing"}
+			return ShimState{name, StateMissing}
 		case !fi.Mode().IsRegular():
-			return ShimState{name, "not-guard"} // a link or other file in the copy's place
+			return ShimState{name, StateNotGuard} // a link or other file in the copy's place
 		case install.CopyProblem(p) != "":
-			return ShimState{name, "broken"} // empty or cut off: every shim would run nothing, or crash
+			return ShimState{name, StateBroken} // empty or cut off: every shim would run nothing, or crash
 		}
-		return ShimState{name, "ok"}
+		return ShimState{name, StateOK}
 	}
 	switch install.Classify(dir, name) {
 	case install.Missing:
-		return ShimState{name, "missing"}
+		return ShimState{name, StateMissing}
 	case install.Linked:
-		return ShimState{name, "ok"}
+		return ShimState{name, StateOK}
 	case install.Outdated:
-		return ShimState{name, "outdated"}
+		return ShimState{name, StateOutdated}
 	}
-	return ShimState{name, "not-guard"}
+	return ShimState{name, StateNotGuard}
 }
 
 // staleLinks are guard's links in the shim folder whose names the

@@ -16,7 +16,7 @@ func TestShimStateBrokenCopy(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		data []byte
-		want string
+		want State
 	}{
 		{"whole", exe, "ok"},
 		{"empty", nil, "broken"},

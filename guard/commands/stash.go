@@ -60,7 +60,7 @@ func stashState(e *guard.Engine, items []stash.Item, rec *manifest.Build) StashS
 			src = stash.Redact(src) // a password in a URL is never shown
 			r, ok := answers[src]
 			if !ok {
-				r = stash.SourceResult{Result: "never asked"}
+				r = stash.SourceResult{Result: stash.AnswerNeverAsked}
 			}
 			st.Sources = append(st.Sources, SourceState{URL: src, SourceResult: r})
 		}
@@ -92,8 +92,7 @@ func lastLine(path string) string {
 	if err != nil {
 		return ""
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return lines[len(lines)-1]
+	return units.LastLine(data)
 }
 
 func matching(items []stash.Item, recipe, key string) bool {
@@ -219,17 +218,17 @@ func StashPush(e *guard.Engine, out io.Writer, recipes []string, entry, dest str
 			return fmt.Errorf("cannot push the entry %.12s of %s to %s: it is no longer in the local stash; the next good build pushes its own", entry, recipes[0], dest)
 		}
 		if err != nil {
-			e.Event(heallog.Event{Level: "warn", Event: "stash.push", Tool: recipes[0], Target: dest, Result: "failed", Reason: oneLine(err.Error())})
+			e.Event(heallog.Event{Level: "warn", Event: heallog.StashPush, Tool: recipes[0], Target: dest, Result: "failed", Reason: oneLine(err.Error())})
 			return fmt.Errorf("cannot push the entry %.12s of %s to %s: %w; guard heal tries again", entry, recipes[0], dest, err)
 		}
 		store.ClearPending(recipes[0], entry, dest)
-		e.Event(heallog.Event{Event: "stash.push", Tool: recipes[0], Target: dest, Result: "ok", Reason: "entry " + entry[:min(len(entry), 12)]})
+		e.Event(heallog.Event{Event: heallog.StashPush, Tool: recipes[0], Target: dest, Result: "ok", Reason: "entry " + entry[:min(len(entry), 12)]})
 		fmt.Fprintf(out, "pushed the entry %.12s of %s to %s, signed by %s\n", entry, recipes[0], dest, key.Name)
 		return nil
 	}
 	n, err := store.Push(ctx, e.Registry(), dest, recipes, key)
 	if err != nil {
-		e.Event(heallog.Event{Level: "warn", Event: "stash.push", Target: dest, Result: "failed", Reason: oneLine(err.Error())})
+		e.Event(heallog.Event{Level: "warn", Event: heallog.StashPush, Target: dest, Result: "failed", Reason: oneLine(err.Error())})
 		return fmt.Errorf("cannot push to %s (%d pushed): %w", dest, n, err)
 	}
 	// Every local entry of the recipes went: a push that waited for one
@@ -241,7 +240,7 @@ func StashPush(e *guard.Engine, out io.Writer, recipes []string, entry, dest str
 			}
 		}
 	}
-	e.Event(heallog.Event{Event: "stash.push", Target: dest, Result: "ok", Reason: units.Count(n, "entry", "entries")})
+	e.Event(heallog.Event{Event: heallog.StashPush, Target: dest, Result: "ok", Reason: units.Count(n, "entry", "entries")})
 	fmt.Fprintf(out, "pushed %d %s to %s, signed by %s\nother machines restore from it with stash_from = [%q] in their [builds.NAME]\nand trusted_keys = [%q] in their [stash]\n",
 		n, plural(n, "stash entry", "stash entries"), dest, key.Name, dest, key.Public().String())
 	return nil

@@ -16,7 +16,6 @@ import (
 	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/models"
-	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/guard/openclaw"
 	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/manifest"
@@ -154,22 +153,22 @@ func healing(c *guard.Config) []HealingState {
 // recipe) is "not-built": a fresh install, not an eviction.
 func toolState(e *guard.Engine, tool *manifest.Tool) ToolState {
 	c := e.Config()
-	ts := ToolState{Name: tool.Name, Build: tool.Build, Package: tool.Package, State: "ok"}
+	ts := ToolState{Name: tool.Name, Build: tool.Build, Package: tool.Package, State: StateOK}
 	h := e.ToolHealth(tool)
 	switch {
 	case errors.As(h.Err, new(*resolve.NotExecutableError)):
 		// There, not evicted: a build recipe's rebuild or the person's
 		// chmod (Fix) mends it.
-		ts.State, ts.Reason, ts.Fix = "broken", h.Err.Error(), h.Fix
+		ts.State, ts.Reason, ts.Fix = StateBroken, h.Err.Error(), h.Fix
 	case h.Err != nil && tool.Build != "" && tool.Path != "" && !builtHere(c, tool):
-		ts.State, ts.Reason = "not-built", "never built here: "+tool.Path
+		ts.State, ts.Reason = StateNotBuilt, "never built here: "+tool.Path
 	case h.Err != nil:
-		ts.State, ts.Reason = "missing", h.Err.Error()
+		ts.State, ts.Reason = StateMissing, h.Err.Error()
 	default:
 		ts.Target = h.Path
 		ts.Libraries, ts.Static = builds.Linkage(h.Path)
 		if h.Broken != "" {
-			ts.State, ts.Reason = "broken", h.Broken
+			ts.State, ts.Reason = StateBroken, h.Broken
 		}
 	}
 	return ts
@@ -211,17 +210,17 @@ func modelState(e *guard.Engine, m *manifest.Model) ModelState {
 		st.OnDisk = fi.Size()
 	}
 	healer := e.Models()
-	st.State = string(healer.Check(m, path))
+	st.State = State(healer.Check(m, path))
 	st.DeclaredTPS = m.Budget.TokensPerSecond
 	st.MeasuredTPS, st.SpeedSamples = e.Speeds().Measured(m.File)
 	seen := healer.Seen(m, path)
-	if st.State == "ok" {
+	if st.State == StateOK {
 		st.SHA256DeclaredBy = seen.DeclaredBy
 	}
-	if st.State == string(verify.Missing) && !seen.Ever {
-		st.State = "not-fetched"
+	if st.State == StateMissing && !seen.Ever {
+		st.State = StateNotFetched
 	}
-	if !modelUsable(st.State) && st.State != string(verify.Stale) {
+	if !modelUsable(st.State) && st.State != StateStale {
 		st.DownloadBytes = m.Size
 		if st.OnDisk == 0 && seen.Partial > 0 && seen.Partial < m.Size {
 			st.DownloadBytes -= seen.Partial // resumed, not started over
@@ -230,7 +229,7 @@ func modelState(e *guard.Engine, m *manifest.Model) ModelState {
 	if until, reason, ok := healer.LastFailure(path); ok {
 		st.RetryAfter, st.Reason = until, reason
 	}
-	if st.State == string(verify.NotRegular) {
+	if st.State == StateNotRegular {
 		what, rm := models.Kind(path), "rm"
 		if what == "a folder" {
 			rm = "rmdir" // fails on a folder with something in it: the person looks first

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/guard/units"
 	"io"
 	"path/filepath"
@@ -94,10 +95,10 @@ func (p *printer) print(out io.Writer, r *Report) {
 		switch {
 		case s.Name == "guard":
 			what = "guard's own copy"
-		case s.State == "stale":
+		case s.State == StateStale:
 			what = "-> guard (no tool of that name in the manifest; guard heal removes it)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(s.Name), p.mark(s.State == "ok" || s.State == "stale", s.State), what)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(s.Name), p.mark(s.State == StateOK || s.State == StateStale, string(s.State)), what)
 	}
 
 	if oc := r.OpenClaw; oc.Found {
@@ -127,9 +128,9 @@ func (p *printer) print(out io.Writer, r *Report) {
 		} else if t.Package != "" {
 			heal = "package " + printable(t.Package)
 		}
-		state := p.mark(t.State == "ok", t.State)
-		if t.State == "not-built" {
-			state = p.paint(yellow, t.State)
+		state := p.mark(t.State == StateOK, string(t.State))
+		if t.State == StateNotBuilt {
+			state = p.paint(yellow, string(t.State))
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", printable(t.Name), state, detail, heal)
 	}
@@ -144,7 +145,7 @@ func (p *printer) print(out io.Writer, r *Report) {
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%slog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), lastBuilt(b), stashed, p.tilde(b.Log))
 			for _, src := range b.Stash.Sources {
-				fmt.Fprintf(tw, "    stash_from\t%s\t%s\n", printable(src.URL), p.mark(src.Result != "failed", answerText(src)))
+				fmt.Fprintf(tw, "    stash_from\t%s\t%s\n", printable(src.URL), p.mark(src.Result != stash.AnswerFailed, answerText(src)))
 			}
 			if b.Stash.PushTo != "" {
 				fmt.Fprintf(tw, "    stash_to\t%s\t%s\n", printable(b.Stash.PushTo), printable(pushText(b.Stash)))
@@ -175,9 +176,9 @@ func (p *printer) print(out io.Writer, r *Report) {
 			if dir == "" {
 				name = p.tilde(m.Path)
 			}
-			state := p.mark(modelUsable(m.State), m.State)
-			if m.State == "unverified" || m.State == "not-fetched" {
-				state = p.paint(yellow, m.State)
+			state := p.mark(modelUsable(m.State), string(m.State))
+			if m.State == StateUnverified || m.State == StateNotFetched {
+				state = p.paint(yellow, string(m.State))
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", name, printable(m.Role), state, p.modelDetail(m))
 		}
@@ -310,13 +311,13 @@ func when(ts time.Time) string { return ts.Local().Format("Jan 02 15:04:05") }
 func (p *printer) modelDetail(m ModelState) string {
 	var s string
 	switch {
-	case modelUsable(m.State) || m.State == "stale" || m.State == "hash-mismatch":
+	case modelUsable(m.State) || m.State == StateStale || m.State == StateHashMismatch:
 		s = humanBytes(m.Size)
-	case m.State == "not-fetched":
+	case m.State == StateNotFetched:
 		s = "download " + humanBytes(m.DownloadBytes)
-	case m.State == "missing":
+	case m.State == StateMissing:
 		s = "needs " + humanBytes(m.DownloadBytes)
-	case m.State == "not-regular":
+	case m.State == StateNotRegular:
 		s = p.tildeAll(m.Reason)
 	default:
 		s = humanBytes(m.OnDisk) + " of " + humanBytes(m.Size)
@@ -356,9 +357,9 @@ func modelsDir(ms []ModelState) string {
 // answerText says what a stash source last answered, and when.
 func answerText(s SourceState) string {
 	if s.At.IsZero() {
-		return s.Result
+		return string(s.Result)
 	}
-	t := s.Result + " " + time.Since(s.At).Round(time.Second).String() + " ago"
+	t := string(s.Result) + " " + time.Since(s.At).Round(time.Second).String() + " ago"
 	if s.Reason != "" {
 		t += ": " + s.Reason
 	}

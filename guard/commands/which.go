@@ -46,7 +46,7 @@ func Which(e *guard.Engine, out io.Writer, name string) bool {
 		fmt.Fprintln(tw, "tool "+printable(name)+" (not in the manifest: run as it is)")
 	} else {
 		fmt.Fprintln(tw, "tool "+printable(name))
-		row("shim", p.tilde(filepath.Join(c.ShimDir, name))+" -> "+install.GuardName, shimState(c.ShimDir, name).State)
+		row("shim", p.tilde(filepath.Join(c.ShimDir, name))+" -> "+install.GuardName, string(shimState(c.ShimDir, name).State))
 	}
 	t := toolState(e, tool)
 	switch {
@@ -55,8 +55,8 @@ func Which(e *guard.Engine, out io.Writer, name string) bool {
 	case t.Target != "":
 		row("target", p.tilde(t.Target), "found on PATH, after the shim folder")
 	}
-	if t.State != "ok" {
-		row("binary", t.State, p.tildeAll(t.Reason))
+	if t.State != StateOK {
+		row("binary", string(t.State), p.tildeAll(t.Reason))
 	} else {
 		found, missing := builds.Libraries(t.Target, c.Getenv("LD_LIBRARY_PATH"))
 		switch {
@@ -91,17 +91,17 @@ func Which(e *guard.Engine, out io.Writer, name string) bool {
 	healingRows(c, row, name)
 	if name == shims.LlamaCompletion || name == shims.LlamaSimple {
 		for _, m := range c.M.Models {
-			row("model", printable(m.File), modelState(e, m).State)
+			row("model", printable(m.File), string(modelState(e, m).State))
 		}
 	}
-	return t.State == "ok" || t.State == "not-built"
+	return t.State == StateOK || t.State == StateNotBuilt
 }
 
 func whichModel(e *guard.Engine, p *printer, tw io.Writer, row func(key, value, detail string), m *manifest.Model) bool {
 	st := modelState(e, m)
 	fmt.Fprintln(tw, "model "+printable(m.File))
 	row("path", p.tilde(st.Path), "")
-	row("state", st.State, p.modelDetail(st))
+	row("state", string(st.State), p.modelDetail(st))
 	if m.SHA256 == "" {
 		row("sha256", "not pinned", "guard manifest pin records it")
 	} else {
@@ -114,7 +114,7 @@ func whichModel(e *guard.Engine, p *printer, tw io.Writer, row func(key, value, 
 		row("url", printable(u), "")
 	}
 	healingRows(e.Config(), row, m.File)
-	return modelUsable(st.State) || st.State == "not-fetched"
+	return modelUsable(st.State) || st.State == StateNotFetched
 }
 
 // healingRows shows the heals running in the background for name: how

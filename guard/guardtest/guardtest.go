@@ -86,7 +86,7 @@ func (r *Recorder) All() []heallog.Event {
 }
 
 // Named returns the events so far whose Event is name, oldest first.
-func (r *Recorder) Named(name string) []heallog.Event {
+func (r *Recorder) Named(name heallog.Name) []heallog.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []heallog.Event

@@ -43,7 +43,7 @@ func TestRecorderAndBuffer(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
-			r.Log(heallog.Event{Event: fmt.Sprintf("e%d", i%2)})
+			r.Log(heallog.Event{Event: heallog.Name(fmt.Sprintf("e%d", i%2))})
 			fmt.Fprint(&buf, "x")
 		})
 	}

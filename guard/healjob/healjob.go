@@ -56,9 +56,9 @@ type Record struct {
 	// LimitMS is the heal's own limit (the recipe's timeout, else
 	// [budget] heal): 0 when the record does not say.
 	LimitMS int64 `json:"limit_ms,omitempty"`
-	// Result is "" while the heal runs, then "ok", or "failed" or Later
+	// Result is "" while the heal runs, then OK, or Failed or Later
 	// with Message.
-	Result  string    `json:"result,omitempty"`
+	Result  Result    `json:"result,omitempty"`
 	Message string    `json:"message,omitempty"`
 	End     time.Time `json:"end,omitzero"`
 }
@@ -132,14 +132,27 @@ func LogPath(stateDir, key string) string { return filepath.Join(dir(stateDir), 
 
 func dir(stateDir string) string { return state.Layout{Dir: stateDir}.Jobs() }
 
-// Key names a job after what it heals (kind "build", "package", "model")
-// so that every call that needs the same heal finds the same job.
-func Key(kind, name string) string {
-	if kind == "model" {
-		return "model-" + state.PathKey(name)
+// Kind is what a job heals; a job's key begins with it.
+type Kind string
+
+// The kinds of job: a build recipe, a Debian package, a model file (by its
+// path), or a tool with neither recipe nor package (its heal checks it
+// again). A call's detached heal is given a tool or a model.
+const (
+	KindBuild   Kind = "build"
+	KindPackage Kind = "package"
+	KindModel   Kind = "model"
+	KindTool    Kind = "tool"
+)
+
+// Key names a job after what it heals so that every call that needs the
+// same heal finds the same job.
+func Key(kind Kind, name string) string {
+	if kind == KindModel {
+		return string(KindModel) + "-" + state.PathKey(name)
 	}
 	// The kind's prefix keeps "." and ".." from being the whole name.
-	return kind + "-" + strings.Map(func(r rune) rune {
+	return string(kind) + "-" + strings.Map(func(r rune) rune {
 		if r == '/' || r == 0 || r == '\n' {
 			return '_'
 		}
@@ -263,10 +276,17 @@ func (j *Job) Progress(s progress.Snapshot) {
 // bounds the whole record).
 const maxMessage = 16 << 10
 
-// Later is the result of a heal stopped for a trouble that passes (a
-// download whose sources stalled, its partial kept): not a failure, and
-// a call waiting for it says to call again later (exit 75).
-const Later = "later"
+// Result is how a heal ended (Record.Result); "" while it runs.
+type Result string
+
+// The results of a heal. Later is that of a heal stopped for a trouble
+// that passes (a download whose sources stalled, its partial kept): not a
+// failure, and a call waiting for it says to call again later (exit 75).
+const (
+	OK     Result = "ok"
+	Failed Result = "failed"
+	Later  Result = "later"
+)
 
 // passing is an error that ends a heal for a trouble that passes.
 type passing interface{ Passing() bool }
@@ -278,13 +298,13 @@ type passing interface{ Passing() bool }
 func (j *Job) Finish(err error) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.rec.Result, j.rec.Message = "ok", ""
+	j.rec.Result, j.rec.Message = OK, ""
 	if err != nil {
 		msg := err.Error()
 		if len(msg) > maxMessage {
 			msg = strings.ToValidUTF8(msg[:maxMessage], "") + " …"
 		}
-		j.rec.Result, j.rec.Message = "failed", msg
+		j.rec.Result, j.rec.Message = Failed, msg
 		if p := passing(nil); errors.As(err, &p) && p.Passing() {
 			j.rec.Result = Later
 		}

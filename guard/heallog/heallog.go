@@ -31,7 +31,7 @@ const DefaultMaxBytes = 5 << 20
 // Event is one heal event. Empty fields are left out of the JSON line.
 type Event struct {
 	Level      string // "info" (default), "warn" or "error"
-	Event      string // preflight, shim.recreate, model.download, ... (docs/exit-status-and-events.md: "Heal log events")
+	Event      Name   // one of Events(), listed in docs/exit-status-and-events.md ("Heal log events")
 	Tool       string
 	Target     string
 	Reason     string
@@ -114,11 +114,11 @@ func (l *Log) Write(e Event) {
 	add("install", l.Install)
 	switch e.Level {
 	case "warn":
-		l.logger.Warn(e.Event, fields...)
+		l.logger.Warn(string(e.Event), fields...)
 	case "error":
-		l.logger.Error(e.Event, fields...)
+		l.logger.Error(string(e.Event), fields...)
 	default:
-		l.logger.Info(e.Event, fields...)
+		l.logger.Info(string(e.Event), fields...)
 	}
 }
 

@@ -28,7 +28,7 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 		path := filepath.Join(t.TempDir(), "log")
 		l := heallog.New(path, nil)
-		l.Write(heallog.Event{Event: event, Tool: tool, Target: target, Reason: reason, Result: result,
+		l.Write(heallog.Event{Event: heallog.Name(event), Tool: tool, Target: target, Reason: reason, Result: result,
 			DurationMS: dur, Bytes: n, Attempt: attempt, Level: "warn"})
 		if err := l.Close(); err != nil {
 			t.Fatal(err)

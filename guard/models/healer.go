@@ -101,7 +101,7 @@ func (h *Healer) Ensure(ctx context.Context, tool string, m *manifest.Model, pat
 	name := filepath.Base(path)
 	held, err := lock.Acquire(ctx, h.layout().Lock("model-"+state.PathKey(dest)), func() {
 		h.say("guard: another process is healing %s; waiting", name)
-		h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: path})
+		h.event(heallog.Event{Event: heallog.LockWait, Tool: tool, Target: path})
 	})
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
@@ -156,7 +156,7 @@ func (h *Healer) heal(ctx context.Context, tool string, m *manifest.Model, path,
 		}
 		waited, err := fetch.WaitIdle(ctx, dest, func() {
 			h.say("guard: another process is downloading %s; waiting", name)
-			h.event(heallog.Event{Event: "lock.wait", Tool: tool, Target: dest + ".partial"})
+			h.event(heallog.Event{Event: heallog.LockWait, Tool: tool, Target: dest + ".partial"})
 		})
 		if err != nil {
 			return fmt.Errorf("heal model %s: %w: %w", name, errWaiting, err)
@@ -223,7 +223,7 @@ func (h *Healer) verify(tool string, m *manifest.Model, path string) (verify.Sta
 	h.say("guard: verifying %s (sha256 of %s)", filepath.Base(path), describeSize(m.Size))
 	start := time.Now()
 	st, _, err := verify.Full(spec(m, path), h.stampDir())
-	ev := heallog.Event{Event: "model.verify", Tool: tool, Target: path, Bytes: m.Size,
+	ev := heallog.Event{Event: heallog.ModelVerify, Tool: tool, Target: path, Bytes: m.Size,
 		DurationMS: time.Since(start).Milliseconds(), Result: "ok"}
 	if err != nil || !st.Healthy() {
 		ev.Level, ev.Result, ev.Reason = "warn", "failed", string(st)
@@ -250,7 +250,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
 	if err := checkSpace(dir, dest+".partial", m.Size); err != nil {
-		h.event(heallog.Event{Level: "error", Event: "model.download", Tool: tool, Target: path, Result: "failed", Reason: err.Error()})
+		h.event(heallog.Event{Level: "error", Event: heallog.ModelDownload, Tool: tool, Target: path, Result: "failed", Reason: err.Error()})
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
 	if kept := fetch.PartialBytes(dest); kept > 0 && (m.Size <= 0 || kept < m.Size) {
@@ -262,7 +262,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	urls, client, declared, refused := h.sources(ctx, m)
 	for _, why := range refused {
 		h.say("guard: model %s: %s", name, why)
-		h.event(heallog.Event{Level: "warn", Event: "model.download", Tool: tool, Target: path, Result: "failed", Reason: why})
+		h.event(heallog.Event{Level: "warn", Event: heallog.ModelDownload, Tool: tool, Target: path, Result: "failed", Reason: why})
 	}
 	sha := m.SHA256
 	if sha == "" {
@@ -270,7 +270,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	}
 	if len(urls) == 0 {
 		err := fmt.Errorf("every url was refused: %s", strings.Join(refused, "; "))
-		h.event(heallog.Event{Level: "error", Event: "model.download", Tool: tool, Target: path, Result: "failed", Reason: err.Error()})
+		h.event(heallog.Event{Level: "error", Event: heallog.ModelDownload, Tool: tool, Target: path, Result: "failed", Reason: err.Error()})
 		return fmt.Errorf("heal model %s: %w", name, err)
 	}
 	res, err := fetch.Fetch(ctx, fetch.Request{
@@ -280,14 +280,14 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 		OnRetry: func(url string, attempt int, err error) {
 			// A Retry-After or a back-off can be long: say why nothing moves.
 			h.say("guard: download of %s: %v; trying again", name, err)
-			h.event(heallog.Event{Level: "warn", Event: "model.download", Tool: tool, Target: path,
+			h.event(heallog.Event{Level: "warn", Event: heallog.ModelDownload, Tool: tool, Target: path,
 				Result: "retry", Attempt: attempt, Reason: err.Error()})
 		},
 	})
 	if errors.Is(err, fetch.ErrBusy) {
 		return err // not a failure: the caller waits for the other download
 	}
-	ev := heallog.Event{Event: "model.download", Tool: tool, Target: path, Bytes: res.Bytes,
+	ev := heallog.Event{Event: heallog.ModelDownload, Tool: tool, Target: path, Bytes: res.Bytes,
 		DurationMS: time.Since(start).Milliseconds(), Attempt: res.Attempts, Connections: res.Connections, Result: "ok"}
 	if err != nil {
 		ev.Level, ev.Result, ev.Reason = "error", "failed", err.Error()

@@ -101,15 +101,16 @@ func (r *Reporter) recentRate(elapsed time.Duration) float64 {
 	return float64(r.done-r.base) / elapsed.Seconds()
 }
 
-// buildPercent matches a build tool's own progress: CMake's generated
-// makefiles print "[ 46%]", ninja "[123/218]". It is compiled on the first
-// build line, not when the process starts: every shim call links this
-// package, and a healthy one reads no build output.
+// buildPercentRe is buildPercent's expression, once compiled.
 var (
 	buildPercentOnce sync.Once
 	buildPercentRe   *regexp.Regexp
 )
 
+// buildPercent matches a build tool's own progress: CMake's generated
+// makefiles print "[ 46%]", ninja "[123/218]". It is compiled on the first
+// build line, not when the process starts: every shim call links this
+// package, and a healthy one reads no build output.
 func buildPercent() *regexp.Regexp {
 	buildPercentOnce.Do(func() { buildPercentRe = regexp.MustCompile(`\[\s*(\d{1,3})%\]|\[(\d+)/(\d+)\]`) })
 	return buildPercentRe

@@ -4,6 +4,8 @@ import (
 	"io"
 	"io/fs"
 	"syscall"
+
+	"github.com/sandbox-guard/guard/guard/state"
 )
 
 // The hit path opens two small regular files. os.File would register each
@@ -31,7 +33,7 @@ func readEntryFile(path string, limit int64) ([]byte, *fileID, error) {
 		return nil, id, errCorrupt
 	}
 	b := make([]byte, st.Size)
-	if n, err := preadFull(fd, b); err != nil || n != len(b) {
+	if n, err := state.PreadFull(fd, b, 0); err != nil || n != len(b) {
 		return nil, id, errCorrupt
 	}
 	return b, id, nil
@@ -48,25 +50,6 @@ func openRaw(path string, mode int) (int, error) {
 		}
 		return fd, nil
 	}
-}
-
-// preadFull reads from offset 0 until b is full or the file ends.
-func preadFull(fd int, b []byte) (int, error) {
-	off := 0
-	for off < len(b) {
-		n, err := syscall.Pread(fd, b[off:], int64(off))
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return off, err
-		}
-		if n == 0 {
-			break
-		}
-		off += n
-	}
-	return off, nil
 }
 
 // pwriteFull writes b at offset 0.

@@ -68,7 +68,7 @@ func (s *Store) readCounters() (counters, error) {
 		return counters{}, &fs.PathError{Op: "lock", Path: path, Err: err}
 	}
 	var buf [statsSize + 1]byte
-	n, err := preadFull(fd, buf[:])
+	n, err := state.PreadFull(fd, buf[:], 0)
 	if err != nil {
 		return counters{}, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
@@ -131,7 +131,7 @@ func (s *Store) update(fn func(*counters)) error {
 		return &fs.PathError{Op: "lock", Path: path, Err: err}
 	}
 	var buf [statsSize + 1]byte
-	n, err := preadFull(fd, buf[:])
+	n, err := state.PreadFull(fd, buf[:], 0)
 	if err != nil {
 		return &fs.PathError{Op: "read", Path: path, Err: err}
 	}

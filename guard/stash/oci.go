@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/sign"
+	"github.com/sandbox-guard/guard/guard/units"
 )
 
 // A registry (oci://HOST/REPO) holds each entry as one OCI artifact
@@ -283,11 +284,11 @@ func (s *Store) verifyRemote(ctx context.Context, repo *registry.Repository, tag
 	}
 	data, err := repo.FetchBlob(ctx, layer, s.maxBytes())
 	if err != nil {
-		return "its layer cannot be read: " + oneLine(err)
+		return "its layer cannot be read: " + units.OneLine(err)
 	}
 	msg, err := signedMessage(data)
 	if err != nil {
-		return "damaged: " + oneLine(err)
+		return "damaged: " + units.OneLine(err)
 	}
 	for _, sig := range sigs {
 		if name, err := sign.Verify(msg, []string{sig}, s.Trusted); err == nil && !slices.Contains(e.SignedBy, name) {
@@ -304,5 +305,3 @@ func (s *Store) verifyRemote(ctx context.Context, repo *registry.Repository, tag
 	}
 	return ""
 }
-
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

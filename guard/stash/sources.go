@@ -24,9 +24,22 @@ import (
 // SourceResult is a source's last answer to a restore.
 type SourceResult struct {
 	At     time.Time `json:"at"`
-	Result string    `json:"result"` // "ok", "miss" (no entry for the key), "failed"
+	Result Answer    `json:"result"`
 	Reason string    `json:"reason,omitempty"`
 }
+
+// Answer is what a source answered (SourceResult.Result).
+type Answer string
+
+// A source's answers: an entry for the key, none, or an error (Reason
+// says which); AnswerNeverAsked is status's word for a source no restore
+// has asked yet.
+const (
+	AnswerOK         Answer = "ok"
+	AnswerMiss       Answer = "miss"
+	AnswerFailed     Answer = "failed"
+	AnswerNeverAsked Answer = "never asked"
+)
 
 // maxSourcesFile bounds sources.json: one short record a source.
 const maxSourcesFile = 256 << 10
@@ -103,12 +116,12 @@ func (s *Store) noteSources(answers map[string]SourceResult) {
 
 // sourceResult is what err says of a source's answer.
 func sourceResult(err error) SourceResult {
-	r := SourceResult{At: time.Now(), Result: "ok"}
+	r := SourceResult{At: time.Now(), Result: AnswerOK}
 	switch {
 	case errors.Is(err, ErrNoEntry):
-		r.Result = "miss"
+		r.Result = AnswerMiss
 	case err != nil:
-		r.Result, r.Reason = "failed", strings.ReplaceAll(err.Error(), "\n", " ")
+		r.Result, r.Reason = AnswerFailed, strings.ReplaceAll(err.Error(), "\n", " ")
 	}
 	return r
 }

@@ -18,3 +18,12 @@ func PathKey(path string) string {
 	h := sha256.Sum256([]byte(abs))
 	return hex.EncodeToString(h[:16])
 }
+
+// Abs is path made absolute, as stamps key and hold it; path itself when
+// the working folder cannot be read.
+func Abs(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}

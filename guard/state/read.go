@@ -150,3 +150,25 @@ func openFD(path string, flags int) (int, error) {
 		}
 	}
 }
+
+// PreadFull reads from fd at off until b is full or the file ends (a
+// short count, no error), going on after EINTR: pread(2) may return less
+// than asked before the end of a file. Files opened with the raw system
+// calls (the decoded manifest, the prompt cache) read with it.
+func PreadFull(fd int, b []byte, off int64) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := syscall.Pread(fd, b[n:], off+int64(n))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	return n, nil
+}

@@ -135,3 +135,45 @@ func TestOpenOwnReplacesWhatIsNotAFile(t *testing.T) {
 		t.Errorf("the folder was removed: %v", err)
 	}
 }
+
+// TestPreadFull reads at an offset, and a file that ends before the buffer
+// is full is a short count, not an error: the decoded manifest and the
+// prompt cache each decide what a short file means.
+func TestPreadFull(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, []byte("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	for _, c := range []struct {
+		size int
+		off  int64
+		want string
+	}{{4, 3, "3456"}, {8, 6, "6789"}, {4, 10, ""}, {0, 0, ""}} {
+		b := make([]byte, c.size)
+		n, err := state.PreadFull(fd, b, c.off)
+		if err != nil || string(b[:n]) != c.want {
+			t.Errorf("PreadFull(%d bytes at %d) = %q, %v; want %q", c.size, c.off, b[:n], err, c.want)
+		}
+	}
+}
+
+// TestAbs makes a relative path absolute against the working folder and
+// leaves an absolute one as it is.
+func TestAbs(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := state.Abs("a/b"); got != filepath.Join(wd, "a", "b") {
+		t.Errorf("Abs(a/b) = %q; want it under %s", got, wd)
+	}
+	if got := state.Abs("/x/../y"); got != "/y" {
+		t.Errorf("Abs(/x/../y) = %q; want /y", got)
+	}
+}

@@ -3,7 +3,8 @@
 // (B, KiB, MiB, GiB, TiB; 1 KiB = 1024 bytes), the family the heal plan,
 // the progress lines, the stash and status all use, and counts with the
 // plural only past one ("1 file", "3 files"). docs/exit-status-and-events.md
-// ("Sizes and counts") is the rule.
+// ("Sizes and counts") is the rule. It also says an error, or what a
+// build's output or a log said last, in one line (lines.go).
 package units
 
 import (
