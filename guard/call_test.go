@@ -351,3 +351,18 @@ func TestAHealStoppedBySignalIsStartedAgain(t *testing.T) {
 		t.Errorf("stderr %q", b.stderr.String())
 	}
 }
+
+// The engine's collaborators are built once and shared: every use sees
+// the same healer, stash, registry client, speeds and prompt cache, and
+// the healer and the stash reach registries through that one client.
+func TestCollaboratorsBuiltOnce(t *testing.T) {
+	b := newBed(t, "")
+	e := b.e
+	if e.Models() != e.Models() || e.Stash() != e.Stash() || e.Registry() != e.Registry() ||
+		e.Speeds() != e.Speeds() || e.PromptCache() != e.PromptCache() {
+		t.Error("a collaborator was built again on a second use")
+	}
+	if e.Models().Registry != e.Registry() || e.Stash().Registry != e.Registry() {
+		t.Error("the model healer or the stash has a registry client of its own")
+	}
+}

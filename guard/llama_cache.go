@@ -100,7 +100,6 @@ func (e *Engine) cacheKey(pc *promptCache, a shims.Attempt) string {
 	return promptcache.Key(in)
 }
 
-// PromptCache is the prompt cache in guard's state folder.
-func (e *Engine) PromptCache() *promptcache.Store {
-	return &promptcache.Store{Dir: e.c.State().Prompts(), MaxBytes: e.c.M.Cache.MaxBytes, TTL: e.c.M.Cache.TTL.D()}
-}
+// PromptCache is the prompt cache in guard's state folder, shared by
+// every use.
+func (e *Engine) PromptCache() *promptcache.Store { return e.prompts() }
