@@ -100,7 +100,7 @@ func (l *attemptLoop) try(i int, a shims.Attempt) (status int, done bool) {
 
 // fromCache answers the call with attempt i's cached answer, if any.
 func (l *attemptLoop) fromCache(i int, a shims.Attempt) bool {
-	entry, ok := l.e.cachedAnswer(l.pc, a)
+	entry, ok := l.cachedAnswer(a)
 	if !ok {
 		return false
 	}
@@ -177,7 +177,7 @@ func (l *attemptLoop) answered(a shims.Attempt, res runner.Result, live io.Write
 	if live == nil {
 		_, _ = res.Stdout.WriteTo(l.o.W)
 	}
-	e.storeAnswer(l.pc, l.name, a, res)
+	l.storeAnswer(a, res)
 	res.Stdout.Close()
 	switch {
 	case healing != nil && healing.stuck != "":
