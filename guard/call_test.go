@@ -358,8 +358,9 @@ func TestAHealStoppedBySignalIsStartedAgain(t *testing.T) {
 func TestCollaboratorsBuiltOnce(t *testing.T) {
 	b := newBed(t, "")
 	e := b.e
-	if e.Models() != e.Models() || e.Stash() != e.Stash() || e.Registry() != e.Registry() ||
-		e.Speeds() != e.Speeds() || e.PromptCache() != e.PromptCache() {
+	models, stash, reg, speeds, prompts := e.Models(), e.Stash(), e.Registry(), e.Speeds(), e.PromptCache()
+	if models != e.Models() || stash != e.Stash() || reg != e.Registry() ||
+		speeds != e.Speeds() || prompts != e.PromptCache() {
 		t.Error("a collaborator was built again on a second use")
 	}
 	if e.Models().Registry != e.Registry() || e.Stash().Registry != e.Registry() {
