@@ -66,11 +66,11 @@ func New(c *Config) *Engine {
 	log.Fallback = c.LogFallback
 	log.Install = installMark(c.StateDir)
 	e := &Engine{c: c, log: log, exec: runner.Exec, run: runner.Run}
-	e.models = sync.OnceValue(e.newModels)
-	e.stash = sync.OnceValue(e.newStash)
-	e.registry = sync.OnceValue(e.newRegistry)
-	e.speeds = sync.OnceValue(e.newSpeeds)
-	e.prompts = sync.OnceValue(e.newPromptCache)
+	e.models = sync.OnceValue(func() *models.Healer { return newModels(e) })
+	e.stash = sync.OnceValue(func() *stash.Store { return newStash(e) })
+	e.registry = sync.OnceValue(func() *registry.Client { return newRegistry(e) })
+	e.speeds = sync.OnceValue(func() *speed.Store { return newSpeeds(e) })
+	e.prompts = sync.OnceValue(func() *promptcache.Store { return newPromptCache(e) })
 	e.binaries = e.builder()
 	e.jobs = spawner{c}
 	return e
@@ -207,7 +207,7 @@ func (e *Engine) RetryPush(rec *manifest.Build) (stash.PendingPush, bool, error)
 }
 
 // newModels is the model healer Models returns.
-func (e *Engine) newModels() *models.Healer {
+func newModels(e *Engine) *models.Healer {
 	return &models.Healer{
 		StateDir:      e.c.StateDir,
 		Log:           e.Event,
@@ -220,13 +220,13 @@ func (e *Engine) newModels() *models.Healer {
 }
 
 // newSpeeds is the store of speeds Speeds returns.
-func (e *Engine) newSpeeds() *speed.Store {
+func newSpeeds(e *Engine) *speed.Store {
 	host, _ := os.Hostname()
 	return &speed.Store{Path: e.c.State().Speeds(), Machine: host}
 }
 
 // newPromptCache is the prompt cache PromptCache returns.
-func (e *Engine) newPromptCache() *promptcache.Store {
+func newPromptCache(e *Engine) *promptcache.Store {
 	return &promptcache.Store{Dir: e.c.State().Prompts(), MaxBytes: e.c.M.Cache.MaxBytes, TTL: e.c.M.Cache.TTL.D()}
 }
 
@@ -235,7 +235,7 @@ func (e *Engine) newPromptCache() *promptcache.Store {
 func (e *Engine) Stash() *stash.Store { return e.stash() }
 
 // newStash is the stash Stash returns.
-func (e *Engine) newStash() *stash.Store {
+func newStash(e *Engine) *stash.Store {
 	// The manifest's keys were checked when it was read: one that is not
 	// a key is reported there, not trusted here.
 	trusted, _ := sign.ParseTrusted(e.c.M.Stash.TrustedKeys)
@@ -248,7 +248,7 @@ func (e *Engine) newStash() *stash.Store {
 func (e *Engine) Registry() *registry.Client { return e.registry() }
 
 // newRegistry is the registry client Registry returns.
-func (e *Engine) newRegistry() *registry.Client {
+func newRegistry(e *Engine) *registry.Client {
 	return &registry.Client{PlainHTTP: e.c.M.Registry.PlainHTTP, Timeout: registryTimeout}
 }
 

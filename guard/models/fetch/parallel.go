@@ -310,10 +310,8 @@ func (d *download) runParts(ctx context.Context, rt *ranged.Tracker, res *resolv
 		once.Do(func() { firstErr = err; cancel(err) })
 	}
 	for i := range conns {
-		var (
-			c  *conn
-			ch *ranged.Chunk
-		)
+		var c *conn
+		var ch *ranged.Chunk
 		if i == 0 && first != nil {
 			// The first request's answer is for part 0: its worker
 			// holds part 0 before any other can claim it.
