@@ -29,7 +29,7 @@ func (e *Engine) call(ctx context.Context, name string, args []string) int {
 		}
 		return e.chain(ctx, tool, args)
 	}
-	return e.plain(ctx, tool, shims.Forced(name, args, tool.Args, e.c.StdinTTY), e.c.Stdout, true)
+	return e.plain(ctx, tool, shims.Forced(name, args, tool.Args, e.c.StdinTTY), e.c.Stdout)
 }
 
 // chain runs a tool with fallbacks, one attempt after another in the same
@@ -45,5 +45,6 @@ func (e *Engine) chain(ctx context.Context, tool *manifest.Tool, args []string) 
 	clock := newCapClock(e.capBudget())
 	attempts := shims.PlanFallbacks(steps, args, e.c.Timeout, clock.d)
 	e.debugPlan(tool.Name, attempts)
-	return e.runAttempts(ctx, clock, tool.Name, attempts, nil, &LlamaIO{W: e.c.Stdout}, nil)
+	loop := &attemptLoop{e: e, ctx: ctx, clock: clock, name: tool.Name, attempts: attempts, o: &LlamaIO{W: e.c.Stdout}}
+	return loop.run()
 }

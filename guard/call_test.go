@@ -354,3 +354,19 @@ func TestAHealStoppedBySignalIsStartedAgain(t *testing.T) {
 		t.Errorf("stderr %q", b.stderr.String())
 	}
 }
+
+// The engine's collaborators are built once and shared: every use sees
+// the same healer, stash, registry client, speeds and prompt cache, and
+// the healer and the stash reach registries through that one client.
+func TestCollaboratorsBuiltOnce(t *testing.T) {
+	b := newBed(t, "")
+	e := b.e
+	models, stash, reg, speeds, prompts := e.Models(), e.Stash(), e.Registry(), e.Speeds(), e.PromptCache()
+	if models != e.Models() || stash != e.Stash() || reg != e.Registry() ||
+		speeds != e.Speeds() || prompts != e.PromptCache() {
+		t.Error("a collaborator was built again on a second use")
+	}
+	if e.Models().Registry != e.Registry() || e.Stash().Registry != e.Registry() {
+		t.Error("the model healer or the stash has a registry client of its own")
+	}
+}

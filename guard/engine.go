@@ -8,15 +8,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/models"
+	"github.com/sandbox-guard/guard/guard/promptcache"
 	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/runner"
 	"github.com/sandbox-guard/guard/guard/sign"
+	"github.com/sandbox-guard/guard/guard/speed"
 	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
@@ -35,6 +39,15 @@ type Engine struct {
 	run      func(context.Context, runner.Spec) runner.Result // a supervised child
 	binaries binaryHealer                                     // build recipes and Debian packages
 	jobs     detacher                                         // heals that outlive the call
+
+	// The collaborators over guard's state folder, each built once, on
+	// its first use (New), so that a healthy call builds only what it
+	// uses. They are shared: a caller that changes one works on a copy.
+	models   func() *models.Healer
+	stash    func() *stash.Store
+	registry func() *registry.Client
+	speeds   func() *speed.Store
+	prompts  func() *promptcache.Store
 }
 
 // binaryHealer brings back a tool's executable: builds.Builder.
@@ -53,6 +66,11 @@ func New(c *Config) *Engine {
 	log.Fallback = c.LogFallback
 	log.Install = installMark(c.StateDir)
 	e := &Engine{c: c, log: log, exec: runner.Exec, run: runner.Run}
+	e.models = sync.OnceValue(func() *models.Healer { return newModels(e) })
+	e.stash = sync.OnceValue(func() *stash.Store { return newStash(e) })
+	e.registry = sync.OnceValue(func() *registry.Client { return newRegistry(e) })
+	e.speeds = sync.OnceValue(func() *speed.Store { return newSpeeds(e) })
+	e.prompts = sync.OnceValue(func() *promptcache.Store { return newPromptCache(e) })
 	e.binaries = e.builder()
 	e.jobs = spawner{c}
 	return e
@@ -188,8 +206,36 @@ func (e *Engine) RetryPush(rec *manifest.Build) (stash.PendingPush, bool, error)
 	return e.builder().RetryPush(rec)
 }
 
-// Stash is the stash of builds in guard's state folder.
-func (e *Engine) Stash() *stash.Store {
+// newModels is the model healer Models returns.
+func newModels(e *Engine) *models.Healer {
+	return &models.Healer{
+		StateDir:      e.c.StateDir,
+		Log:           e.Event,
+		Stderr:        e.c.Stderr,
+		HealTimeout:   e.c.M.Budget.Heal.D(),
+		Token:         e.c.HFToken,
+		ProgressEvery: e.c.ProgressEvery,
+		Registry:      e.Registry(),
+	}
+}
+
+// newSpeeds is the store of speeds Speeds returns.
+func newSpeeds(e *Engine) *speed.Store {
+	host, _ := os.Hostname()
+	return &speed.Store{Path: e.c.State().Speeds(), Machine: host}
+}
+
+// newPromptCache is the prompt cache PromptCache returns.
+func newPromptCache(e *Engine) *promptcache.Store {
+	return &promptcache.Store{Dir: e.c.State().Prompts(), MaxBytes: e.c.M.Cache.MaxBytes, TTL: e.c.M.Cache.TTL.D()}
+}
+
+// Stash is the stash of builds in guard's state folder, shared by every
+// use: change a copy.
+func (e *Engine) Stash() *stash.Store { return e.stash() }
+
+// newStash is the stash Stash returns.
+func newStash(e *Engine) *stash.Store {
 	// The manifest's keys were checked when it was read: one that is not
 	// a key is reported there, not trusted here.
 	trusted, _ := sign.ParseTrusted(e.c.M.Stash.TrustedKeys)
@@ -198,8 +244,11 @@ func (e *Engine) Stash() *stash.Store {
 
 // Registry is the client of the OCI registries the manifest names, with
 // a timeout per request that keeps a registry that is down or slow from
-// holding a heal (docs/registry.md).
-func (e *Engine) Registry() *registry.Client {
+// holding a heal (docs/registry.md). It is shared by every use.
+func (e *Engine) Registry() *registry.Client { return e.registry() }
+
+// newRegistry is the registry client Registry returns.
+func newRegistry(e *Engine) *registry.Client {
 	return &registry.Client{PlainHTTP: e.c.M.Registry.PlainHTTP, Timeout: registryTimeout}
 }
 

@@ -118,8 +118,10 @@ func (g goroutineJobs) detach(j *healjob.Job, spec jobSpec) error {
 	}
 	c := *e.c
 	c.Stderr = logf
-	heal := *e
-	heal.c = &c
+	// An engine of its own, as the detached process has: its
+	// collaborators (the model healer) write to its own stderr.
+	heal := New(&c)
+	heal.log, heal.exec, heal.run, heal.binaries, heal.jobs = e.log, e.exec, e.run, e.binaries, e.jobs
 	g.b.jobs.Add(1)
 	go func() {
 		defer g.b.jobs.Done()

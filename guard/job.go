@@ -69,6 +69,6 @@ func (e *Engine) healHere(ctx context.Context, spec jobSpec) error {
 	if tool == nil {
 		return fmt.Errorf("no tool named %q in the manifest", spec.name)
 	}
-	_, err := e.healTool(ctx, tool, e.ToolHealth(tool), false)
+	_, err := e.healTool(ctx, tool, e.ToolHealth(tool), healHere)
 	return err
 }

@@ -2,7 +2,6 @@ package guard
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
@@ -13,11 +12,8 @@ import (
 )
 
 // Speeds is the store of the speeds each model generated at on this
-// machine (docs/llama-calls.md).
-func (e *Engine) Speeds() *speed.Store {
-	host, _ := os.Hostname()
-	return &speed.Store{Path: e.c.State().Speeds(), Machine: host}
-}
+// machine (docs/llama-calls.md). It is shared by every use.
+func (e *Engine) Speeds() *speed.Store { return e.speeds() }
 
 // attemptBudget is how long attempt a may run: its planned budget, made
 // again from the speed measured on this machine once there is one (the

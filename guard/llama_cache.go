@@ -31,8 +31,9 @@ func (e *Engine) promptCache(tool *manifest.Tool, fileText string) *promptCache 
 
 // cachedAnswer looks attempt a up. A hit is a healthy call: it is counted
 // in the cache's own figures (guard cache stats), never in the heal log.
-func (e *Engine) cachedAnswer(pc *promptCache, a shims.Attempt) (promptcache.Entry, bool) {
-	key := e.cacheKey(pc, a)
+func (l *attemptLoop) cachedAnswer(a shims.Attempt) (promptcache.Entry, bool) {
+	e, pc := l.e, l.pc
+	key := pc.key(e.c.M, a)
 	if key == "" {
 		return promptcache.Entry{}, false
 	}
@@ -48,9 +49,10 @@ func (e *Engine) cachedAnswer(pc *promptCache, a shims.Attempt) (promptcache.Ent
 // (runner.CaptureMemory: the cache stores and replays an answer in one
 // piece), or a cache folder guard cannot write, is not stored, and the log
 // must not say it was.
-func (e *Engine) storeAnswer(pc *promptCache, name string, a shims.Attempt, res runner.Result) {
+func (l *attemptLoop) storeAnswer(a shims.Attempt, res runner.Result) {
+	e, pc, name := l.e, l.pc, l.name
 	// The key is made again: a heal may have replaced the model meanwhile.
-	key := e.cacheKey(pc, a)
+	key := pc.key(e.c.M, a)
 	if key == "" {
 		return
 	}
@@ -72,14 +74,15 @@ func errAnswerTooLarge() error {
 	return fmt.Errorf("an answer over %d MiB is not cached", runner.CaptureMemory>>20)
 }
 
-// cacheKey returns attempt a's prompt-cache key, or "" when it has none
-// (caching off, no model, a model that cannot be read).
-func (e *Engine) cacheKey(pc *promptCache, a shims.Attempt) string {
+// key returns attempt a's prompt-cache key, or "" when it has none
+// (caching off, no model, a model that cannot be read); m is the manifest
+// that may pin a's model.
+func (pc *promptCache) key(m *manifest.Manifest, a shims.Attempt) string {
 	if pc == nil || a.Model == "" {
 		return ""
 	}
 	var pinned string
-	if m := e.c.M.ModelByFile(a.Model); m != nil {
+	if m := m.ModelByFile(a.Model); m != nil {
 		pinned = m.SHA256
 	}
 	id, err := promptcache.ModelID(a.Model, pinned)
@@ -100,7 +103,6 @@ func (e *Engine) cacheKey(pc *promptCache, a shims.Attempt) string {
 	return promptcache.Key(in)
 }
 
-// PromptCache is the prompt cache in guard's state folder.
-func (e *Engine) PromptCache() *promptcache.Store {
-	return &promptcache.Store{Dir: e.c.State().Prompts(), MaxBytes: e.c.M.Cache.MaxBytes, TTL: e.c.M.Cache.TTL.D()}
-}
+// PromptCache is the prompt cache in guard's state folder, shared by
+// every use.
+func (e *Engine) PromptCache() *promptcache.Store { return e.prompts() }

@@ -15,18 +15,8 @@ import (
 )
 
 // Models is the model healer over guard's state folder: checks, downloads,
-// the memory of failed heals.
-func (e *Engine) Models() *models.Healer {
-	return &models.Healer{
-		StateDir:      e.c.StateDir,
-		Log:           e.Event,
-		Stderr:        e.c.Stderr,
-		HealTimeout:   e.c.M.Budget.Heal.D(),
-		Token:         e.c.HFToken,
-		ProgressEvery: e.c.ProgressEvery,
-		Registry:      e.Registry(),
-	}
-}
+// the memory of failed heals. It is shared by every use.
+func (e *Engine) Models() *models.Healer { return e.models() }
 
 // stateFault reports whether err is guard's own state folder failing (a
 // lock or a stamp it cannot write), not the thing being healed: then the

@@ -11,24 +11,16 @@ import (
 	"github.com/sandbox-guard/guard/manifest"
 )
 
-// runTool runs the resolved tool once. With watch and anything to watch (a
-// budget, a stall or prompt policy) it is a supervised child writing its
-// stdout to out; otherwise guard becomes the tool, so it costs nothing more.
-// budget is what the call's budget (plain's toolBudget) leaves the run
-// after any heal; 0 for none.
-func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, args []string, out io.Writer, watch bool, budget time.Duration) int {
-	argv := append([]string{real}, args...)
-	env := e.childEnv(tool)
-	if !watch || (budget == 0 && tool.Stall == 0 && tool.Prompts == "") {
-		if e.c.Debug {
-			e.debug("%s: exec %s (nothing to watch)", tool.Name, real)
-		}
-		if err := e.exec(real, argv, env); err != nil {
-			return e.fail(tool.Name, &execError{err})
-		}
-		return 0 // only a test's exec returns without error
+// superviseTool runs the resolved tool once as a supervised child writing
+// its stdout to out, when there is anything to watch (a budget, a stall or
+// prompt policy); otherwise guard becomes the tool (execTool), so it costs
+// nothing more. budget is what the call's budget (plain's toolBudget)
+// leaves the run after any heal; 0 for none.
+func (e *Engine) superviseTool(ctx context.Context, tool *manifest.Tool, real string, args []string, out io.Writer, budget time.Duration) int {
+	if budget == 0 && tool.Stall == 0 && tool.Prompts == "" {
+		return e.execTool(tool, real, args)
 	}
-	spec := e.spec(tool, real, argv, env)
+	spec := e.spec(tool, real, append([]string{real}, args...), e.childEnv(tool))
 	spec.Budget = budget
 	spec.Stdout = out
 	if e.c.Debug {
@@ -37,6 +29,17 @@ func (e *Engine) runTool(ctx context.Context, tool *manifest.Tool, real string, 
 	res := e.run(ctx, spec)
 	e.report(tool.Name, 1, res, spec)
 	return res.Status()
+}
+
+// execTool makes guard become the resolved tool: nothing to watch.
+func (e *Engine) execTool(tool *manifest.Tool, real string, args []string) int {
+	if e.c.Debug {
+		e.debug("%s: exec %s (nothing to watch)", tool.Name, real)
+	}
+	if err := e.exec(real, append([]string{real}, args...), e.childEnv(tool)); err != nil {
+		return e.fail(tool.Name, &execError{err})
+	}
+	return 0 // only a test's exec returns without error
 }
 
 // spec is the supervised-run template for tool; callers set budget and output.

@@ -45,7 +45,7 @@ func (e *Engine) ToolHealth(tool *manifest.Tool) ToolHealth {
 // HealTool is target for a command: the healthy executable behind tool,
 // healed first, in this process, when it is missing or broken.
 func (e *Engine) HealTool(ctx context.Context, tool *manifest.Tool) (string, error) {
-	return e.healTool(ctx, tool, e.checkTool(tool), false)
+	return e.healTool(ctx, tool, e.checkTool(tool), healHere)
 }
 
 // checkTool is ToolHealth with its debug line.
@@ -57,12 +57,23 @@ func (e *Engine) checkTool(tool *manifest.Tool) ToolHealth {
 	return h
 }
 
+// healMode is where a heal runs.
+type healMode int
+
+const (
+	// healHere heals in this process: a command (guard heal), or the
+	// detached heal's own process.
+	healHere healMode = iota
+	// healAsJob heals as a detached heal (healDetached) that a call waits
+	// for within its ctx and that goes on past it.
+	healAsJob
+)
+
 // healTool resolves the real executable behind tool, given a first look,
 // h, at it, and heals it when it is missing or broken: a build recipe
-// rebuilds it, a Debian package reinstalls it. With detach the heal runs
-// detached (healDetached) and the call waits for it, else in this process.
+// rebuilds it, a Debian package reinstalls it, as how says.
 // A tool that cannot be brought back is a *healError.
-func (e *Engine) healTool(ctx context.Context, tool *manifest.Tool, h ToolHealth, detach bool) (string, error) {
+func (e *Engine) healTool(ctx context.Context, tool *manifest.Tool, h ToolHealth, how healMode) (string, error) {
 	if h.OK() {
 		return h.Path, nil
 	}
@@ -74,7 +85,7 @@ func (e *Engine) healTool(ctx context.Context, tool *manifest.Tool, h ToolHealth
 		why = errors.New(h.Path + ": " + h.Broken)
 	}
 	e.debug("%s: %v; healing (build %q, package %q)", tool.Name, why, tool.Build, tool.Package)
-	if err := e.healBinary(ctx, tool, why, detach); err != nil {
+	if err := e.healBinary(ctx, tool, why, how); err != nil {
 		return "", &healError{err}
 	}
 	h = e.ToolHealth(tool)
@@ -113,9 +124,9 @@ func (e *Engine) checkBinary(path string) string {
 // failed with why: its build recipe rebuilds it, else its Debian package
 // reinstalls it. The heal's own limit (the recipe's timeout, else [budget]
 // heal) is the builder's: builds.Builder applies it to the build or the
-// install, lock wait included. With detach a call waits for the heal
-// within ctx, and the heal goes on past it.
-func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error, detach bool) error {
+// install, lock wait included. As a job (healAsJob) a call waits for the
+// heal within ctx, and the heal goes on past it.
+func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error, how healMode) error {
 	m := e.c.M
 	switch {
 	case tool.Build != "":
@@ -128,25 +139,25 @@ func (e *Engine) healBinary(ctx context.Context, tool *manifest.Tool, why error,
 		}
 		// A call restores from the stash in its own process: no detached
 		// heal to start at low priority and follow (docs/stash.md).
-		if detach && e.binaries.RestoreNow(ctx, tool.Name, rec, tool.Path) {
+		if how == healAsJob && e.binaries.RestoreNow(ctx, tool.Name, rec, tool.Path) {
 			return nil
 		}
-		return e.healHow(ctx, tool, detach, func(ctx context.Context) error {
+		return e.healHow(ctx, tool, how, func(ctx context.Context) error {
 			return e.binaries.Build(ctx, tool.Name, rec, tool.Path)
 		})
 	case tool.Package != "":
-		return e.healHow(ctx, tool, detach, func(ctx context.Context) error {
+		return e.healHow(ctx, tool, how, func(ctx context.Context) error {
 			return e.binaries.InstallPackages(ctx, tool.Name, []string{tool.Package})
 		})
 	}
 	return fmt.Errorf("%v\nno build recipe or package heals it; install it, or give [tools.%s] a path, build or package in the manifest", why, tool.Name)
 }
 
-// healHow runs heal, under signals: detached for a call (healDetached),
-// else in this process.
-func (e *Engine) healHow(ctx context.Context, tool *manifest.Tool, detach bool, heal func(context.Context) error) error {
+// healHow runs heal, under signals, as how says: detached for a call
+// (healDetached), else in this process.
+func (e *Engine) healHow(ctx context.Context, tool *manifest.Tool, how healMode, heal func(context.Context) error) error {
 	here := func(ctx context.Context) error { return underSignals(ctx, heal) }
-	if detach {
+	if how == healAsJob {
 		return e.healDetached(ctx, tool.Name, jobSpec{kind: healjob.KindTool, name: tool.Name, caller: tool.Name}, here)
 	}
 	return here(ctx)

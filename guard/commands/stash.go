@@ -270,9 +270,9 @@ type RemoteEntry struct {
 // trusted keys and this machine's own (the key it pushes with), and every
 // string it sent is made printable before it reaches the terminal.
 func StashListRemote(e *guard.Engine, out io.Writer, src string, asJSON bool) error {
-	store := e.Stash()
+	store := *e.Stash() // a copy: the engine's own keeps its trusted keys
 	if own, err := secretKey(e); err == nil {
-		store.Trusted = append(store.Trusted, own.Public())
+		store.Trusted = append(slices.Clip(store.Trusted), own.Public())
 	}
 	entries, err := store.ListRegistry(context.Background(), e.Registry(), src)
 	// A repository nothing was pushed to yet is an empty list, said so.

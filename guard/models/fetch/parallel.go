@@ -186,66 +186,92 @@ func (d *download) startParts(rec ranged.Record) error {
 }
 
 // parts makes one attempt at a download in parts. A fresh one first asks
-// for the first part alone: the answer says whether the source serves
-// ranges (a 206 for exactly that range and the manifest's size), and if
-// it answers 200 the file comes in one stream on that very response.
+// for the first part alone (beginParts): the answer says whether the
+// source serves ranges, and if it answers 200 the file comes in one stream
+// on that very response.
 func (d *download) parts(ctx context.Context, u *url.URL) error {
 	src := u.Redacted()
 	res := &resolver{orig: u, cur: u}
 	var first *conn
 	if d.rt == nil {
-		part := d.partSize()
-		c, err := d.open(ctx, u, src, 0, part-1, "")
-		if err != nil {
+		c, done, err := d.beginParts(ctx, u, src, res)
+		if done {
 			return err
 		}
-		rec, inParts, err := d.firstPart(c, part)
-		if err != nil || !inParts {
-			defer c.close()
-			if err != nil {
-				return err
-			}
-			if err := d.reserve(); err != nil {
-				return err
-			}
-			return d.stream(ctx, c) // a 200: the whole file, here and now
-		}
-		res.answered(c.resp)
-		if d.r.FastConn >= 0 {
-			// The room for one stream, before its first byte is kept.
-			if err := d.reserve(); err != nil {
-				c.close()
-				return err
-			}
-		}
-		alone, err := d.firstAlone(c, rec)
-		if err != nil {
-			c.close()
-			return err
-		}
-		if alone {
-			c.close()
-			return d.rest(ctx, u, src)
-		}
-		// The parts take over from the byte the first answer reached.
-		rec.Done[0] = d.off
-		if err := d.startParts(rec); err != nil {
-			c.close()
-			return err
-		}
-		_ = os.Remove(d.partial + ".meta") // the record holds the validators
-		d.meta = meta{}
-		d.p.reset() // the tracker hashes the file from its start
-		d.off = 0
 		first = c
 	}
-	defer func() {
-		if first != nil {
-			first.close()
-		}
-	}()
-
 	rec := d.rt.Record()
+	conns := d.partsUnderWay(rec)
+	// The workers share rt; only this goroutine changes d.rt, once they
+	// are all done.
+	rt := d.rt
+	firstErr := d.runParts(ctx, rt, res, first, conns)
+	return d.endParts(ctx, rt, src, rec.Size, firstErr)
+}
+
+// beginParts makes a fresh download's first request, a Range for the
+// first part. It returns that connection, whose answer is part 0 of the
+// download in parts now under way; or done, with the attempt's end, when
+// the file came otherwise: in one stream on a 200, or after its first
+// part alone (firstAlone).
+func (d *download) beginParts(ctx context.Context, u *url.URL, src string, res *resolver) (first *conn, done bool, err error) {
+	part := d.partSize()
+	c, err := d.open(ctx, u, src, 0, part-1, "")
+	if err != nil {
+		return nil, true, err
+	}
+	rec, inParts, err := d.firstPart(c, part)
+	if err != nil || !inParts {
+		defer c.close()
+		if err != nil {
+			return nil, true, err
+		}
+		if err := d.reserve(); err != nil {
+			return nil, true, err
+		}
+		return nil, true, d.stream(ctx, c) // a 200: the whole file, here and now
+	}
+	res.answered(c.resp)
+	if d.r.FastConn >= 0 {
+		// The room for one stream, before its first byte is kept.
+		if err := d.reserve(); err != nil {
+			c.close()
+			return nil, true, err
+		}
+	}
+	alone, err := d.firstAlone(c, rec)
+	if err == nil && alone {
+		c.close()
+		return nil, true, d.rest(ctx, u, src)
+	}
+	if err == nil {
+		err = d.switchToParts(rec)
+	}
+	if err != nil {
+		c.close()
+		return nil, true, err
+	}
+	return c, false, nil
+}
+
+// switchToParts makes the single-stream partial the first answer wrote
+// into a download in parts, rec, which takes over from the byte that
+// answer reached.
+func (d *download) switchToParts(rec ranged.Record) error {
+	rec.Done[0] = d.off
+	if err := d.startParts(rec); err != nil {
+		return err
+	}
+	_ = os.Remove(d.partial + ".meta") // the record holds the validators
+	d.meta = meta{}
+	d.p.reset() // the tracker hashes the file from its start
+	d.off = 0
+	return nil
+}
+
+// partsUnderWay is how many connections fetch the parts rec has left,
+// said in the result and the progress line.
+func (d *download) partsUnderWay(rec ranged.Record) int {
 	left := 0
 	for i, n := range rec.Done {
 		if n < min(rec.Part, rec.Size-int64(i)*rec.Part) {
@@ -261,10 +287,18 @@ func (d *download) parts(ctx context.Context, u *url.URL) error {
 	if d.old > 0 {
 		d.res.Resumed = true
 	}
+	return conns
+}
 
-	// The workers share rt; only this goroutine changes d.rt, once they
-	// are all done.
-	rt := d.rt
+// runParts fetches the parts rt has left over conns connections at once
+// and returns the first error of any; first, when set, is the open answer
+// for part 0, given to the first worker.
+func (d *download) runParts(ctx context.Context, rt *ranged.Tracker, res *resolver, first *conn, conns int) error {
+	defer func() {
+		if first != nil {
+			first.close()
+		}
+	}()
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -276,10 +310,8 @@ func (d *download) parts(ctx context.Context, u *url.URL) error {
 		once.Do(func() { firstErr = err; cancel(err) })
 	}
 	for i := range conns {
-		var (
-			c  *conn
-			ch *ranged.Chunk
-		)
+		var c *conn
+		var ch *ranged.Chunk
 		if i == 0 && first != nil {
 			// The first request's answer is for part 0: its worker
 			// holds part 0 before any other can claim it.
@@ -298,6 +330,14 @@ func (d *download) parts(ctx context.Context, u *url.URL) error {
 	}
 	wg.Wait()
 	d.res.Bytes += d.partBytes.Swap(0)
+	return firstErr
+}
+
+// endParts ends an attempt in parts whose workers are done, firstErr the
+// first error of any: the file of size bytes is installed when every part
+// is there, else what the parts wrote is kept, or discarded when it is
+// not the file.
+func (d *download) endParts(ctx context.Context, rt *ranged.Tracker, src string, size int64, firstErr error) error {
 	if firstErr != nil {
 		var (
 			rs  *restartError
@@ -319,7 +359,7 @@ func (d *download) parts(ctx context.Context, u *url.URL) error {
 	}
 	n, all := rt.Done()
 	if !all {
-		return &shortError{url: src, got: n, want: rec.Size}
+		return &shortError{url: src, got: n, want: size}
 	}
 	sum, err := rt.Sum()
 	rt.Close() // no save may touch the file while it is renamed and closed
