@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,10 +18,11 @@ import (
 	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
-// TestMain runs the helper programs the scripts call by name (heldin,
-// ttyrun: helperPrograms); guard itself is a binary buildGuard makes from
-// cmd/guard, put first in each script's PATH.
-func TestMain(m *testing.M) {
+// Main is the TestMain of a package of scripts: it runs the helper
+// programs the scripts call by name (heldin, ttyrun: helperPrograms);
+// guard itself is a binary buildGuard makes from cmd/guard, put first in
+// each script's PATH.
+func Main(m *testing.M) {
 	commands := map[string]func(){}
 	for name, prog := range helperPrograms {
 		commands[name] = func() { os.Exit(prog()) }
@@ -84,15 +86,37 @@ func buildGuard(t *testing.T) string {
 	return dir
 }
 
+// repoRoot is the module's root: the folder of go.mod above the package
+// whose tests run.
 func repoRoot() string {
-	wd, _ := os.Getwd()
-	return filepath.Clean(filepath.Join(wd, "..", "..", ".."))
+	dir, _ := os.Getwd()
+	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	return dir
 }
 
-func TestScripts(t *testing.T) {
+// Run runs part n of parts of the scripts in testdata/script: every
+// parts-th one, in the order of their names, from the n-th (1-based). The
+// scripts are spread over packages (part1, part2, ...) so that each has
+// go test's time limit for one package to itself.
+func Run(t *testing.T, n, parts int) {
+	files, err := filepath.Glob(filepath.Join(repoRoot(), "testdata", "script", "*.txtar"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts in testdata/script: %v", err)
+	}
+	sort.Strings(files)
+	var mine []string
+	for i, f := range files {
+		if i%parts == n-1 {
+			mine = append(mine, f)
+		}
+	}
 	bin := buildGuard(t)
 	testscript.Run(t, testscript.Params{
-		Dir:                 filepath.Join("..", "..", "..", "testdata", "script"),
+		Files:               mine,
 		RequireExplicitExec: true,
 		Setup:               func(e *testscript.Env) error { return setup(e, bin) },
 		Cmds:                scriptCmds,
