@@ -40,29 +40,29 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"gguf":      cmdGGUF,
 	"cpenv":     cmdCpEnv,
 	"groupgone": cmdGroupGone,
-	// background_test.go
+	// background.go
 	"bgpid":    cmdBgPid,
 	"waitgrep": cmdWaitGrep,
-	// fleet_cmds_test.go
+	// fleet_cmds.go
 	"hostilepush":   cmdHostilePush,
 	"registryproxy": cmdRegistryProxy,
 	"registrytls":   cmdRegistryTLS,
-	// llama_cmds_test.go: the llama, prompt-cache and swarm scripts
+	// llama_cmds.go: the llama, prompt-cache and swarm scripts
 	"stdinopen":      cmdStdinOpen,
 	"cacheentries":   cmdCacheEntries,
 	"corruptentries": cmdCorruptEntries,
 	"invalidutf8":    cmdInvalidUTF8,
 	"linebefore":     cmdLineBefore,
-	// registry_faults_test.go
+	// registry_faults.go
 	"registryfault": cmdRegistryFault,
 	"registrygets":  cmdRegistryGets,
-	// server_test.go: the download server of every script
+	// server.go: the download server of every script
 	"served":    cmdServed,
 	"sentbytes": cmdSentBytes,
 	"sha256env": cmdSHA256Env,
 	"waitsize":  cmdWaitSize,
 	"tmpfs":     cmdTmpfs,
-	// stash_cmds_test.go
+	// stash_cmds.go
 	"stashcraft": cmdStashCraft,
 	"registry":   cmdRegistry,
 	"ollamapush": cmdOllamaPush,
@@ -168,8 +168,8 @@ func setup(e *testscript.Env, bin string) error {
 	}
 	e.Setenv("REPO", repoRoot())
 	e.Setenv("PATH", bin+string(os.PathListSeparator)+e.Getenv("PATH"))
-	// The orphan check (orphans_test.go), then the script's own download
-	// server (server_test.go).
+	// The orphan check (orphans.go), then the script's own download
+	// server (server.go).
 	for _, hook := range []func(*testscript.Env) error{noOrphansHook, startModelServer} {
 		if err := hook(e); err != nil {
 			return err
