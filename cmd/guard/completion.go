@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -89,4 +90,30 @@ func completeNames(ctx *cli.Context) {
 			fmt.Fprintln(ctx.App.Writer, n)
 		}
 	}
+}
+
+func newCompletionCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "completion",
+		Usage:     "print the shell completion script (bash, zsh or fish); it completes commands, flags, and tool and model names",
+		UsageText: usage("guard completion bash|zsh|fish", "source <(guard completion bash)"),
+		Action: func(ctx *cli.Context) error {
+			return runCompletion(ctx.App.Writer, ctx.Args().First())
+		},
+	}
+}
+
+// runCompletion prints shell's script (bash when none is named).
+func runCompletion(out io.Writer, shell string) error {
+	switch shell {
+	case "", "bash":
+		fmt.Fprint(out, bashCompletion)
+	case "zsh":
+		fmt.Fprint(out, zshCompletion)
+	case "fish":
+		fmt.Fprint(out, fishCompletion)
+	default:
+		return cli.Exit(fmt.Sprintf("no completion for %q: use bash, zsh or fish", shell), 2)
+	}
+	return nil
 }

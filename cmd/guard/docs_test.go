@@ -227,9 +227,9 @@ func headingAnchors(text string) map[string]bool {
 // give status's exit rule in the README's words, so that neither can say
 // "exit 1 when something needs healing" while a fresh install exits 0.
 func TestStatusHelpSaysWhatReadmeSays(t *testing.T) {
-	_, rule, ok := strings.Cut(statusCommand.Usage, "; ")
+	_, rule, ok := strings.Cut(newStatusCommand().Usage, "; ")
 	if !ok || !strings.HasPrefix(rule, "exit ") {
-		t.Fatalf("status's usage %q has no exit rule after its purpose", statusCommand.Usage)
+		t.Fatalf("status's usage %q has no exit rule after its purpose", newStatusCommand().Usage)
 	}
 	data, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
 	if err != nil {

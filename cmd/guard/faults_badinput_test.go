@@ -612,6 +612,7 @@ urls = ["https://example.com/m.gguf"]
 
 	for _, tc := range cases {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			t.Parallel() // each case has a guard installation of its own; the server keeps no state
 			if tc.root && !mounts {
 				t.Skip("needs root and unshare for a mount namespace")
 			}

@@ -2,12 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/sandbox-guard/guard/guard/install"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sandbox-guard/guard/guard/install"
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
 )

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+
 	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/models/fetch/ranged"
 	"github.com/sandbox-guard/guard/guard/promptcache"
@@ -56,7 +57,7 @@ func killRand(t *testing.T) *rand.Rand {
 type killRun struct {
 	Killed    bool // the kill came before the call ended on its own
 	Result    faultResult
-	Survivors []procInfo // guard-only kills: what of the call outlived guard
+	Survivors []guardtest.Proc // guard-only kills: what of the call outlived guard
 }
 
 // killAfter starts the call and, after d, SIGKILLs its whole session, or
@@ -81,18 +82,18 @@ func (e *faultEnv) killAfter(d time.Duration, guardOnly bool, name string, args 
 		if guardOnly {
 			_ = syscall.Kill(sid, syscall.SIGKILL)
 		} else {
-			killSession(sid)
+			guardtest.KillSession(sid)
 		}
 		<-done
 	}
 	kr.Result = faultResult{Code: statusOf(cmd.ProcessState), Stdout: out.String(), Stderr: errb.String(), Elapsed: time.Since(start)}
 	if guardOnly && kr.Killed {
-		kr.Survivors = sessionProcs(sid)
+		kr.Survivors = guardtest.SessionProcs(sid)
 		return kr
 	}
-	if left := waitProcsGone(func() []procInfo { return sessionProcs(sid) }, 3*time.Second); len(left) > 0 {
-		killSession(sid)
-		e.t.Errorf("after the kill, processes of the call are still alive: %s", describeProcs(left))
+	if left := guardtest.WaitProcsGone(func() []guardtest.Proc { return guardtest.SessionProcs(sid) }, 3*time.Second); len(left) > 0 {
+		guardtest.KillSession(sid)
+		e.t.Errorf("after the kill, processes of the call are still alive: %s", guardtest.DescribeProcs(left))
 	}
 	if kr.Killed {
 		e.killHeals()
@@ -123,7 +124,7 @@ func (e *faultEnv) killHeals() {
 				PID int `json:"pid"`
 			}
 			if b, err := os.ReadFile(n); err == nil && json.Unmarshal(b, &rec) == nil && rec.PID > 0 {
-				killSession(rec.PID)
+				guardtest.KillSession(rec.PID)
 			}
 		}
 		if held == 0 {
@@ -582,13 +583,13 @@ func TestKillGuardOnly(t *testing.T) {
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
 		deadline := time.Now().Add(30 * time.Second)
-		for !hasComm(sessionProcs(sid), "cmake", "make", "gmake", "cc", "cc1") && time.Now().Before(deadline) {
+		for !hasComm(guardtest.SessionProcs(sid), "cmake", "make", "gmake", "cc", "cc1") && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
 		_ = syscall.Kill(sid, syscall.SIGKILL)
 		<-done
-		left := sessionProcs(sid)
+		left := guardtest.SessionProcs(sid)
 		for _, p := range left {
 			survivors[p.Comm]++
 		}
@@ -598,16 +599,16 @@ func TestKillGuardOnly(t *testing.T) {
 		if r.Code == 0 && strings.Contains(r.Stdout, "arg: next") {
 			nextOK++
 		} else {
-			t.Errorf("guard-only kill %d (survivors %s): the next call failed: %s", i, describeProcs(left), r)
+			t.Errorf("guard-only kill %d (survivors %s): the next call failed: %s", i, guardtest.DescribeProcs(left), r)
 		}
-		if rest := waitProcsGone(func() []procInfo { return sessionProcs(sid) }, 2*time.Minute); len(rest) == 0 {
+		if rest := guardtest.WaitProcsGone(func() []guardtest.Proc { return guardtest.SessionProcs(sid) }, 2*time.Minute); len(rest) == 0 {
 			orphansDone++
 		} else {
-			killSession(sid)
-			t.Errorf("guard-only kill %d: the orphaned build did not end: %s", i, describeProcs(rest))
+			guardtest.KillSession(sid)
+			t.Errorf("guard-only kill %d: the orphaned build did not end: %s", i, guardtest.DescribeProcs(rest))
 		}
 		e.afterKill(t)
-		t.Logf("guard-only kill %d: survivors %s; recipe runs so far %d", i, describeProcs(left), countLines(filepath.Join(e.Dir, "builds")))
+		t.Logf("guard-only kill %d: survivors %s; recipe runs so far %d", i, guardtest.DescribeProcs(left), countLines(filepath.Join(e.Dir, "builds")))
 	}
 	t.Logf("guard-only (build): %d kills; survivors by name %s; next call ok %d/%d; orphans ended on their own %d",
 		kills, fmtCounts(survivors), nextOK, kills, orphansDone)
@@ -622,7 +623,7 @@ func TestKillGuardOnly(t *testing.T) {
 	if len(kr.Survivors) > 0 {
 		sid = kr.Survivors[0].SID
 	}
-	left := waitProcsGone(func() []procInfo { return sessionProcs(sid) }, 10*time.Second)
+	left := guardtest.WaitProcsGone(func() []guardtest.Proc { return guardtest.SessionProcs(sid) }, 10*time.Second)
 	t.Logf("guard-only (supervised tool): %d processes of the call right after the kill, %d a moment later", len(kr.Survivors), len(left))
 	for _, p := range left {
 		_ = syscall.Kill(p.PID, syscall.SIGKILL)
@@ -630,7 +631,7 @@ func TestKillGuardOnly(t *testing.T) {
 	}
 }
 
-func hasComm(ps []procInfo, names ...string) bool {
+func hasComm(ps []guardtest.Proc, names ...string) bool {
 	for _, p := range ps {
 		for _, n := range names {
 			if p.Comm == n {
@@ -724,8 +725,8 @@ exec sleep 1000
 	if out, err := quick.Output(); err != nil || string(out) != "done\n" {
 		t.Fatalf("quick: %v %q", err, out)
 	}
-	if left := waitProcsGone(func() []procInfo { return lifelines(quick.Process.Pid) }, 10*time.Second); len(left) > 0 {
-		t.Errorf("the lifeline of a call that ended on its own is still running: %s", describeProcs(left))
+	if left := guardtest.WaitProcsGone(func() []guardtest.Proc { return lifelines(quick.Process.Pid) }, 10*time.Second); len(left) > 0 {
+		t.Errorf("the lifeline of a call that ended on its own is still running: %s", guardtest.DescribeProcs(left))
 	}
 }
 
@@ -736,7 +737,7 @@ func (e *faultEnv) killGuardMidTool(t *testing.T, tool, id string, group bool) t
 	t.Helper()
 	mark := fmt.Sprintf("MARK=kill-%d-%s", os.Getpid(), id)
 	t.Cleanup(func() {
-		for _, p := range envProcs(mark) {
+		for _, p := range guardtest.EnvProcs(mark) {
 			_ = syscall.Kill(p.PID, syscall.SIGKILL)
 		}
 	})
@@ -754,12 +755,12 @@ func (e *faultEnv) killGuardMidTool(t *testing.T, tool, id string, group bool) t
 	}
 	killed := time.Now()
 	<-done
-	if left := waitProcsGone(func() []procInfo { return envProcs(mark) }, 10*time.Second); len(left) > 0 {
-		t.Fatalf("guard was SIGKILLed, and the tool's processes live on: %s", describeProcs(left))
+	if left := guardtest.WaitProcsGone(func() []guardtest.Proc { return guardtest.EnvProcs(mark) }, 10*time.Second); len(left) > 0 {
+		t.Fatalf("guard was SIGKILLed, and the tool's processes live on: %s", guardtest.DescribeProcs(left))
 	}
 	took := time.Since(killed)
-	if left := waitProcsGone(func() []procInfo { return lifelines(cmd.Process.Pid) }, 10*time.Second); len(left) > 0 {
-		t.Errorf("the lifeline of group %d outlived its job: %s", pgid, describeProcs(left))
+	if left := guardtest.WaitProcsGone(func() []guardtest.Proc { return lifelines(cmd.Process.Pid) }, 10*time.Second); len(left) > 0 {
+		t.Errorf("the lifeline of group %d outlived its job: %s", pgid, guardtest.DescribeProcs(left))
 	}
 	return took
 }
@@ -785,10 +786,10 @@ func waitPIDFile(t *testing.T, path string, limit time.Duration) int {
 
 // lifelines lists the live lifelines the guard of pid started (their argv
 // ends in guard-lifeline PID).
-func lifelines(pid int) []procInfo {
+func lifelines(pid int) []guardtest.Proc {
 	want := []byte("\x00guard-lifeline\x00" + strconv.Itoa(pid) + "\x00")
-	var out []procInfo
-	for _, p := range liveProcs() {
+	var out []guardtest.Proc
+	for _, p := range guardtest.LiveProcs() {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/cmdline")
 		if err == nil && bytes.HasSuffix(b, want) {
 			out = append(out, p)

@@ -15,49 +15,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gofrs/flock"
-	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/manifest"
 )
-
-func init() {
-	setupHooks = append(setupHooks, noOrphansHook)
-	scriptCmds["groupgone"] = cmdGroupGone
-}
-
-// groupgone PIDFILE: no live process is left in the process group led by
-// the pid in PIDFILE (a supervised tool's group) within 5 s; survivors are
-// killed and named.
-func cmdGroupGone(ts *testscript.TestScript, neg bool, args []string) {
-	if len(args) != 1 || neg {
-		ts.Fatalf("usage: groupgone PIDFILE")
-	}
-	pgid, err := strconv.Atoi(strings.TrimSpace(ts.ReadFile(args[0])))
-	if err != nil || pgid <= 1 {
-		ts.Fatalf("bad pid file %s", args[0])
-	}
-	group := func() []procInfo {
-		var out []procInfo
-		for _, p := range liveProcs() {
-			if p.PGID == pgid {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
-	if left := waitProcsGone(group, 5*time.Second); len(left) > 0 {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		ts.Fatalf("process group %d still has %s", pgid, describeProcs(left))
-	}
-}
 
 // faultEnv is one private guard installation: HOME, shim folder, state,
 // log and manifest all below a temp folder.
@@ -258,7 +225,7 @@ func (e *faultEnv) wait(cmd *exec.Cmd) faultResult {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("start %s: %v", cmd.Path, err)
 	}
-	timer := time.AfterFunc(2*time.Minute, func() { killSession(cmd.Process.Pid) })
+	timer := time.AfterFunc(2*time.Minute, func() { guardtest.KillSession(cmd.Process.Pid) })
 	cmd.Wait()
 	timer.Stop()
 	r := faultResult{Code: statusOf(cmd.ProcessState), Stdout: out.String(), Stderr: errb.String(), Elapsed: time.Since(start)}
@@ -281,105 +248,10 @@ func statusOf(ps *os.ProcessState) int {
 // alive a moment after guard exited, and kills it so nothing leaks.
 func sweepSession(t testing.TB, sid int) {
 	t.Helper()
-	left := waitProcsGone(func() []procInfo { return sessionProcs(sid) }, 3*time.Second)
+	left := guardtest.WaitProcsGone(func() []guardtest.Proc { return guardtest.SessionProcs(sid) }, 3*time.Second)
 	if len(left) > 0 {
-		killSession(sid)
-		t.Errorf("guard exited but its call left %d processes running: %s", len(left), describeProcs(left))
-	}
-}
-
-// procInfo is what matters here of one /proc/PID/stat.
-type procInfo struct {
-	PID, PPID, PGID, SID int
-	State                byte
-	Comm                 string
-}
-
-func (p procInfo) String() string { return fmt.Sprintf("%s[%d pgid %d]", p.Comm, p.PID, p.PGID) }
-
-func describeProcs(ps []procInfo) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.String()
-	}
-	return strings.Join(s, " ")
-}
-
-// procs lists live processes (zombies excluded: they are dead, just not
-// yet reaped by whoever adopted them).
-func liveProcs() []procInfo {
-	ents, _ := os.ReadDir("/proc")
-	var out []procInfo
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		p, ok := readProcStat(pid)
-		if ok && p.State != 'Z' && p.State != 'X' {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func readProcStat(pid int) (procInfo, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procInfo{}, false
-	}
-	s := string(b)
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open || end+2 >= len(s) {
-		return procInfo{}, false
-	}
-	f := strings.Fields(s[end+2:])
-	if len(f) < 4 {
-		return procInfo{}, false
-	}
-	p := procInfo{PID: pid, State: f[0][0], Comm: s[open+1 : end]}
-	p.PPID, _ = strconv.Atoi(f[1])
-	p.PGID, _ = strconv.Atoi(f[2])
-	p.SID, _ = strconv.Atoi(f[3])
-	return p, true
-}
-
-func sessionProcs(sid int) []procInfo {
-	var out []procInfo
-	for _, p := range liveProcs() {
-		if p.SID == sid {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// killSession SIGKILLs every process of the session, again and again until
-// none is left: what a sandbox does when it stops. A process forking while
-// we sweep is caught by the next pass.
-func killSession(sid int) {
-	for range 50 {
-		ps := sessionProcs(sid)
-		if len(ps) == 0 {
-			return
-		}
-		for _, p := range ps {
-			_ = syscall.Kill(p.PID, syscall.SIGKILL)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// waitGone polls list until it is empty or limit passes, and returns what
-// is left.
-func waitProcsGone(list func() []procInfo, limit time.Duration) []procInfo {
-	deadline := time.Now().Add(limit)
-	for {
-		left := list()
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(20 * time.Millisecond)
+		guardtest.KillSession(sid)
+		t.Errorf("guard exited but its call left %d processes running: %s", len(left), guardtest.DescribeProcs(left))
 	}
 }
 
@@ -460,96 +332,5 @@ func assertNoCrash(t testing.TB, what string, r faultResult) {
 			t.Errorf("%s: stderr shows a crash (%q):\n%s", what, sign, r.Stderr)
 			return
 		}
-	}
-}
-
-// noOrphansHook makes every testscript script assert, at its end, that no
-// process it started directly or through guard is still alive: after a
-// timeout, a stall or a prompt kill, the child's whole group must be gone.
-// Processes are recognised by the script's WORK variable in their
-// environment, which every child inherits. Survivors are killed, so a
-// failing script leaks nothing either.
-func noOrphansHook(env *testscript.Env) error {
-	work := env.WorkDir
-	t := env.T()
-	env.Defer(func() {
-		left := waitProcsGone(func() []procInfo { return scriptProcs(work) }, 3*time.Second)
-		if len(left) == 0 {
-			return
-		}
-		for _, p := range left {
-			_ = syscall.Kill(p.PID, syscall.SIGKILL)
-		}
-		t.Fatal(fmt.Sprintf("processes of this script outlived it (orphans of a killed group?): %s", describeProcs(left)))
-	})
-	return nil
-}
-
-// scriptProcs lists live processes whose environment carries WORK=work and
-// that are not (descendants of) this test process's own children: those are
-// testscript's background commands, which it stops itself.
-func scriptProcs(work string) []procInfo {
-	live := liveProcs()
-	byPID := make(map[int]procInfo, len(live))
-	for _, p := range live {
-		byPID[p.PID] = p
-	}
-	self := os.Getpid()
-	ours := func(p procInfo) bool {
-		for range 64 {
-			if p.PPID == self {
-				return true
-			}
-			q, ok := byPID[p.PPID]
-			if !ok {
-				return false
-			}
-			p = q
-		}
-		return false
-	}
-	var out []procInfo
-	for _, p := range envProcs("WORK=" + work) {
-		if p.PID != self && !ours(p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// envProcs lists live processes whose environment holds the entry kv
-// (KEY=VALUE), by pid.
-func envProcs(kv string) []procInfo {
-	want := []byte("\x00" + kv + "\x00")
-	var out []procInfo
-	for _, p := range liveProcs() {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/environ")
-		if err == nil && bytes.Contains(append([]byte{0}, b...), want) {
-			out = append(out, p)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
-	return out
-}
-
-// The suite-wide orphan check must see a process that escaped its script:
-// a grandchild whose parent exited, adopted by init.
-func TestScriptProcsSeesOrphans(t *testing.T) {
-	work := t.TempDir()
-	script := filepath.Join(work, "detach")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\nsleep 30 >/dev/null 2>&1 &\necho $!\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(script)
-	cmd.Env = append(os.Environ(), "WORK="+work)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-	defer syscall.Kill(pid, syscall.SIGKILL)
-	got := scriptProcs(work)
-	if len(got) != 1 || got[0].PID != pid {
-		t.Fatalf("scriptProcs = %v, want the orphaned sleep %d", got, pid)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // A detached heal stopped with SIGSTOP keeps its lock, and its own limit,
@@ -44,7 +46,7 @@ exec sleep 1000
 		t.Fatalf("the first call: %s", r)
 	}
 	pid := waitPIDFile(t, filepath.Join(e.Dir, "heal.pid"), 30*time.Second)
-	t.Cleanup(func() { killSession(pid) }) // the heal leads a session of its own, its step in it
+	t.Cleanup(func() { guardtest.KillSession(pid) }) // the heal leads a session of its own, its step in it
 	deadline := time.Now().Add(30 * time.Second)
 	for procState(pid) != 'T' {
 		if time.Now().After(deadline) {

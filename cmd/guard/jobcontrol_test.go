@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // shellOnTerminal is an interactive bash, with job control, on a pty: a
@@ -59,7 +61,7 @@ func startShell(t *testing.T, env []string) *shellOnTerminal {
 		}
 	}()
 	t.Cleanup(func() {
-		killSession(cmd.Process.Pid)
+		guardtest.KillSession(cmd.Process.Pid)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		master.Close()
@@ -130,19 +132,19 @@ func (sh *shellOnTerminal) waitForItsRead(tool string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			sh.t.Fatalf("%s never sat in its read of stdin; below the shell: %s", tool, describeProcs(below))
+			sh.t.Fatalf("%s never sat in its read of stdin; below the shell: %s", tool, guardtest.DescribeProcs(below))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 // descendants are the live processes below pid.
-func descendants(pid int) []procInfo {
-	children := map[int][]procInfo{}
-	for _, p := range liveProcs() {
+func descendants(pid int) []guardtest.Proc {
+	children := map[int][]guardtest.Proc{}
+	for _, p := range guardtest.LiveProcs() {
 		children[p.PPID] = append(children[p.PPID], p)
 	}
-	var out []procInfo
+	var out []guardtest.Proc
 	for next := []int{pid}; len(next) > 0; {
 		ppid := next[0]
 		next = next[1:]

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // A tool that turns on job control (`set -m`, as bash wrappers do) puts
@@ -54,7 +56,7 @@ sleep 1000
 	start := func(t *testing.T, tool, id string) (mark string, cmd *exec.Cmd, done chan struct{}) {
 		mark = fmt.Sprintf("MARK=jobs-%d-%s", os.Getpid(), id)
 		t.Cleanup(func() {
-			for _, p := range envProcs(mark) {
+			for _, p := range guardtest.EnvProcs(mark) {
 				_ = syscall.Kill(p.PID, syscall.SIGKILL)
 			}
 		})
@@ -70,7 +72,7 @@ sleep 1000
 			pid := waitPIDFile(t, base+job, 10*time.Second)
 			// By its stat, not its environment: a job caught in its exec
 			// has none to read for an instant.
-			p, ok := readProcStat(pid)
+			p, ok := guardtest.ReadProcStat(pid)
 			if !ok || p.State == 'Z' || p.State == 'X' {
 				t.Fatalf("job %d of the tool is not running", pid)
 			}
@@ -85,11 +87,11 @@ sleep 1000
 		mark, cmd, done := start(t, "jobs", "killed")
 		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 		<-done
-		if left := waitProcsGone(func() []procInfo { return envProcs(mark) }, 10*time.Second); len(left) > 0 {
-			t.Fatalf("guard was SIGKILLed, and the tool's job-control jobs live on: %s", describeProcs(left))
+		if left := guardtest.WaitProcsGone(func() []guardtest.Proc { return guardtest.EnvProcs(mark) }, 10*time.Second); len(left) > 0 {
+			t.Fatalf("guard was SIGKILLed, and the tool's job-control jobs live on: %s", guardtest.DescribeProcs(left))
 		}
-		if left := waitProcsGone(func() []procInfo { return lifelines(cmd.Process.Pid) }, 10*time.Second); len(left) > 0 {
-			t.Errorf("the lifeline outlived its job: %s", describeProcs(left))
+		if left := guardtest.WaitProcsGone(func() []guardtest.Proc { return lifelines(cmd.Process.Pid) }, 10*time.Second); len(left) > 0 {
+			t.Errorf("the lifeline outlived its job: %s", guardtest.DescribeProcs(left))
 		}
 	})
 
@@ -100,8 +102,8 @@ sleep 1000
 			t.Fatalf("the call ended with %d, want 124 (its timeout)", code)
 		}
 		// guard has exited: whatever of the tool is left now was left by it.
-		if left := waitProcsGone(func() []procInfo { return envProcs(mark) }, 10*time.Second); len(left) > 0 {
-			t.Fatalf("the call timed out (124), and the tool's job-control jobs live on: %s", describeProcs(left))
+		if left := guardtest.WaitProcsGone(func() []guardtest.Proc { return guardtest.EnvProcs(mark) }, 10*time.Second); len(left) > 0 {
+			t.Fatalf("the call timed out (124), and the tool's job-control jobs live on: %s", guardtest.DescribeProcs(left))
 		}
 	})
 }

@@ -652,7 +652,7 @@ func hangsAtPrompt(t *testing.T, bin string, args []string) time.Duration {
 	pr.Close()
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	defer func() { killSession(cmd.Process.Pid); <-done }()
+	defer func() { guardtest.KillSession(cmd.Process.Pid); <-done }()
 	exited := func() bool {
 		select {
 		case <-done:

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+
+	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
 // A mirror that sends guard's copy at 2 KiB a second is above curl's
@@ -99,7 +101,7 @@ sha256 = "`+strings.Repeat("ab", 32)+`"
 		t.Fatal(err)
 	}
 	sid := shell.Process.Pid
-	t.Cleanup(func() { killSession(sid) })
+	t.Cleanup(func() { guardtest.KillSession(sid) })
 	done := make(chan error, 1)
 	go func() { done <- shell.Wait() }()
 	select {
@@ -108,7 +110,7 @@ sha256 = "`+strings.Repeat("ab", 32)+`"
 			t.Fatalf("bash -lc: %v\nstderr:\n%s", err, stderr.String())
 		}
 	case <-time.After(2 * time.Minute):
-		killSession(sid)
+		guardtest.KillSession(sid)
 		t.Fatalf("the login shell was still held by the restore 2 minutes after it started (GUARD_RESTORE_WAIT=1); its stderr:\n%s", stderr.String())
 	}
 	if stdout.String() != "started\n" {
@@ -152,8 +154,8 @@ sha256 = "`+strings.Repeat("ab", 32)+`"
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if left := waitProcsGone(func() []procInfo { return sessionProcs(sid) }, 10*time.Second); len(left) > 0 {
-		t.Errorf("the background restore ended, and processes of the shell's session live on: %s", describeProcs(left))
+	if left := guardtest.WaitProcsGone(func() []guardtest.Proc { return guardtest.SessionProcs(sid) }, 10*time.Second); len(left) > 0 {
+		t.Errorf("the background restore ended, and processes of the shell's session live on: %s", guardtest.DescribeProcs(left))
 	}
 	if _, err := os.Stat(filepath.Join(e.StateDir, "locks", "restore.failed")); err != nil {
 		t.Errorf("the failed background restore left no failure stamp for the next shell: %v", err)

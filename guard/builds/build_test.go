@@ -172,12 +172,12 @@ func TestBuildStepsPassTargetStillBroken(t *testing.T) {
 }
 
 func TestBuildTimeoutKillsProcessGroup(t *testing.T) {
-	defer builds.SetKillGrace(200 * time.Millisecond)()
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "grandchild.pid")
 	// The whole group ignores SIGTERM, so only the SIGKILL escalation ends it.
 	guardtest.WriteFile(t, filepath.Join(dir, "slow.sh"), "trap '' TERM\nsleep 30 &\necho $! > "+pidFile+"\necho started\nwait\n", 0o644)
 	b, _, evs := newBuilder(t, "")
+	b.Grace = 200 * time.Millisecond
 	b.HealTimeout = 300 * time.Millisecond
 	rec := &manifest.Build{Name: "slow", Dir: dir, Steps: [][]string{{"sh", "slow.sh"}}}
 	start := time.Now()

@@ -57,6 +57,8 @@ type Builder struct {
 	// PushTo starts, in the background, the push of the entry of recipe
 	// for key to a recipe's stash_to; nil = none is pushed.
 	PushTo func(recipe, key, dest string) error
+
+	geteuid func() int // nil = os.Geteuid; a test plays root or not (SetEUID)
 }
 
 func (b *Builder) layout() state.Layout { return state.Layout{Dir: b.StateDir} }

@@ -8,19 +8,8 @@ import (
 // SlowChecks is how many full ELF inspections CheckBinary has done.
 func SlowChecks() int64 { return slowChecks.Load() }
 
-// SetGeteuid makes the package believe it runs as uid; the result restores.
-func SetGeteuid(uid int) (restore func()) {
-	old := geteuid
-	geteuid = func() int { return uid }
-	return func() { geteuid = old }
-}
-
-// SetKillGrace shortens the SIGTERM to SIGKILL grace for tests.
-func SetKillGrace(d time.Duration) (restore func()) {
-	old := killGrace
-	killGrace = d
-	return func() { killGrace = old }
-}
+// SetEUID makes b believe it runs as uid.
+func (b *Builder) SetEUID(uid int) { b.geteuid = func() int { return uid } }
 
 var ParseLDConf = parseLDConf
 

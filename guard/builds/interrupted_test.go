@@ -243,7 +243,6 @@ func TestBuildHealsInterruptedBuild(t *testing.T) {
 // still running after it is SIGKILLed, and the build log and the error say
 // which.
 func TestBuildMarker(t *testing.T) {
-	defer builds.SetKillGrace(300 * time.Millisecond)()
 	for _, tt := range []struct {
 		name    string
 		step    []string
@@ -267,6 +266,7 @@ func TestBuildMarker(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b, _, _ := newBuilder(t, "")
 			b.HealTimeout = tt.timeout
+			b.Grace = 300 * time.Millisecond
 			rec := &manifest.Build{Name: "m", Dir: t.TempDir(), Steps: [][]string{tt.step}}
 			err := b.Build(context.Background(), "x", rec, "")
 			if tt.says == "" && err != nil || tt.says != "" && (err == nil || !strings.Contains(err.Error(), tt.says)) {

@@ -15,8 +15,14 @@ import (
 	"github.com/sandbox-guard/guard/guard/progress"
 )
 
-// geteuid is a variable so tests can play root and non-root.
-var geteuid = os.Geteuid
+// euid is the user b runs as: os.Geteuid, or the one a test plays
+// (SetEUID).
+func (b *Builder) euid() int {
+	if b.geteuid != nil {
+		return b.geteuid()
+	}
+	return os.Geteuid()
+}
 
 // unknownPackage is what apt-get prints when its package lists are empty or
 // stale (a fresh container): the cure is `apt-get update`.
@@ -138,7 +144,7 @@ func (b *Builder) aptInstall(ctx context.Context, pkgs []string) error {
 		return fmt.Errorf("cannot install %s: apt-get not found; install them with your system's package manager", list)
 	}
 	var prefix []string
-	if geteuid() != 0 {
+	if b.euid() != 0 {
 		sudo, ok := b.lookPath("sudo")
 		if !ok {
 			return fmt.Errorf("cannot install %s: not root and sudo is not available; run: %s", list, hint)

@@ -95,9 +95,9 @@ func (f *fakeAPT) calls(t *testing.T) []string {
 }
 
 func TestEnsureCommandsAsRoot(t *testing.T) {
-	defer builds.SetGeteuid(0)()
 	f := newFakeAPT(t, false)
 	b, _, evs := f.builder(t)
+	b.SetEUID(0)
 	if err := b.EnsureCommands(context.Background(), "llama-simple", []string{"fakecmd"}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,9 +123,9 @@ func TestEnsureCommandsAsRoot(t *testing.T) {
 }
 
 func TestEnsureCommandsThroughSudo(t *testing.T) {
-	defer builds.SetGeteuid(1000)()
 	f := newFakeAPT(t, true)
 	b, _, _ := f.builder(t)
+	b.SetEUID(1000)
 	if err := b.EnsureCommands(context.Background(), "x", []string{"fakecmd"}); err != nil {
 		t.Fatal(err)
 	}
@@ -141,9 +141,9 @@ func TestEnsureCommandsThroughSudo(t *testing.T) {
 }
 
 func TestEnsureCommandsUpdatesUnknownPackage(t *testing.T) {
-	defer builds.SetGeteuid(0)()
 	f := newFakeAPT(t, false)
 	b, _, _ := f.builder(t, "NEED_UPDATE=1")
+	b.SetEUID(0)
 	if err := b.EnsureCommands(context.Background(), "x", []string{"fakecmd"}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,9 +174,9 @@ func TestEnsureCommandsFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			defer builds.SetGeteuid(tt.uid)()
 			f := newFakeAPT(t, tt.sudo)
 			b, _, evs := f.builder(t, tt.env...)
+			b.SetEUID(tt.uid)
 			err := b.EnsureCommands(context.Background(), "x", []string{"fakecmd"})
 			if err == nil {
 				t.Fatal("EnsureCommands succeeded")
@@ -197,8 +197,8 @@ func TestEnsureCommandsFails(t *testing.T) {
 }
 
 func TestEnsureCommandsNoAptGet(t *testing.T) {
-	defer builds.SetGeteuid(0)()
 	b, _, _ := newBuilder(t, t.TempDir())
+	b.SetEUID(0)
 	b.Package = func(c string) string { return map[string]string{"g++": "g++"}[c] }
 	err := b.EnsureCommands(context.Background(), "x", []string{"cmake", "g++"})
 	if err == nil || !strings.Contains(err.Error(), "cannot install cmake g++: apt-get not found") {
@@ -207,9 +207,9 @@ func TestEnsureCommandsNoAptGet(t *testing.T) {
 }
 
 func TestInstallPackages(t *testing.T) {
-	defer builds.SetGeteuid(0)()
 	f := newFakeAPT(t, false)
 	b, _, _ := f.builder(t)
+	b.SetEUID(0)
 	if err := b.InstallPackages(context.Background(), "x", []string{"cmake", "g++"}); err != nil {
 		t.Fatal(err)
 	}
@@ -219,9 +219,9 @@ func TestInstallPackages(t *testing.T) {
 }
 
 func TestBuildInstallsWhatItNeeds(t *testing.T) {
-	defer builds.SetGeteuid(1000)()
 	f := newFakeAPT(t, true)
 	b, _, evs := f.builder(t)
+	b.SetEUID(1000)
 	dir := t.TempDir()
 	rec := &manifest.Build{Name: "needs", Dir: dir, Needs: []string{"fakecmd"}, Steps: [][]string{{"fakecmd"}}}
 	if err := b.Build(context.Background(), "x", rec, ""); err != nil {

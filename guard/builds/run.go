@@ -23,16 +23,16 @@ import (
 	"github.com/sandbox-guard/guard/guard/units"
 )
 
-// killGrace is how long a step's process group has between SIGTERM and
+// defaultGrace is how long a step's process group has between SIGTERM and
 // SIGKILL once guard stops the build (its limit, a cancel, a signal),
 // when the Builder does not say ([budget] grace).
-var killGrace = 3 * time.Second
+const defaultGrace = 3 * time.Second
 
 func (b *Builder) grace() time.Duration {
 	if b.Grace > 0 {
 		return b.Grace
 	}
-	return killGrace
+	return defaultGrace
 }
 
 // errNotFound marks a step whose command is not on PATH.

@@ -16,6 +16,7 @@ import (
 // declared_by, so its fast check is ok) is still pinned, to the file's own
 // sum: the "already pinned" shortcut is only for a model that has a pin.
 func TestPinModelCheckedAgainstDeclaredSum(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	mf := "models_dir = \"~/models\"\n\n[[models]]\nfile = \"m.gguf\"\nsize = 4096\nurls = [\"https://huggingface.co/o/r/resolve/main/m.gguf\"]\n"
 	e := statusEngine(t, mf, &out)

@@ -9,6 +9,7 @@ import (
 // guard status says "broken" for a copy of guard that is empty or cut off:
 // it exists, but every shim would run nothing or crash.
 func TestShimStateBrokenCopy(t *testing.T) {
+	t.Parallel()
 	exe, err := os.ReadFile("/proc/self/exe")
 	if err != nil {
 		t.Fatal(err)

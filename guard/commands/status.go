@@ -27,6 +27,8 @@ type StatusOptions struct {
 	Events int       // how many of the last heal events to show; 0 shows none
 	Since  time.Time // only events at or after this; zero means all
 	Colour bool      // colour the text report (the caller knows whether out is a terminal)
+
+	logRead func(heallog.Scan) // when set (by a test), is given each read of the log
 }
 
 // statusLogScan bounds what status reads of the heal log and its .1, from
@@ -34,9 +36,6 @@ type StatusOptions struct {
 // however few of its events are this install's (docs/exit-status-and-events.md,
 // "One log, many installs").
 const statusLogScan = 4 << 20
-
-// statusLogRead, when set (by a test), is given each read of the log.
-var statusLogRead func(heallog.Scan)
 
 // Status gathers the report, prints it and says whether all is healthy.
 func Status(e *guard.Engine, out io.Writer, o StatusOptions) (bool, error) {
@@ -46,8 +45,8 @@ func Status(e *guard.Engine, out io.Writer, o StatusOptions) (bool, error) {
 		sc, err := heallog.ReadBounded(r.LogPath, o.Events, o.Since, e.Install(), statusLogScan)
 		events := sc.Records
 		r.OtherEvents, r.OlderEventsNotRead = sc.Others, sc.OlderNotRead
-		if statusLogRead != nil {
-			statusLogRead(sc)
+		if o.logRead != nil {
+			o.logRead(sc)
 		}
 		if err != nil {
 			// The report is still worth having without its events.

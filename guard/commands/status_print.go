@@ -2,12 +2,12 @@ package commands
 
 import (
 	"github.com/sandbox-guard/guard/guard/openclaw"
+	"github.com/sandbox-guard/guard/guard/stash"
 
 	"bytes"
 	"fmt"
 	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/heallog"
-	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/guard/units"
 	"io"
 	"path/filepath"
@@ -76,20 +76,35 @@ func (p *printer) tildeAll(s string) string {
 	return printable(s)
 }
 
+// print writes r as the sections below, in this order, through one
+// tabwriter: a section's title (a line with no tab) ends the columns of
+// the section before it.
 func (p *printer) print(out io.Writer, r *Report) {
 	var buf bytes.Buffer
 	defer func() { writeTrimmed(out, buf.Bytes()) }()
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
-	section := func(title string) { fmt.Fprintf(tw, "\n%s\n", p.paint(bold, title)) }
-
 	p.headline(tw, r)
 	fmt.Fprintf(tw, "manifest: %s\n", p.tilde(r.Manifest))
+	for _, section := range []func(io.Writer, *Report){
+		p.shims, p.openclaw, p.tools, p.builds, p.packages, p.models, p.auth, p.healing, p.cache, p.events,
+	} {
+		section(tw, r)
+	}
+	tw.Flush()
+}
 
+// section starts a section titled title.
+func (p *printer) section(w io.Writer, title string) {
+	fmt.Fprintf(w, "\n%s\n", p.paint(bold, title))
+}
+
+// shims is the shim folder, whether it is first in PATH, and each entry.
+func (p *printer) shims(tw io.Writer, r *Report) {
 	first := "yes"
 	if !r.ShimDirFirst {
 		first = "no; run: " + fixPath(r.ShimDir)
 	}
-	section("shims (" + p.tilde(r.ShimDir) + ", first in PATH: " + p.mark(r.ShimDirFirst, first) + ")")
+	p.section(tw, "shims ("+p.tilde(r.ShimDir)+", first in PATH: "+p.mark(r.ShimDirFirst, first)+")")
 	for _, s := range r.Shims {
 		what := "-> guard"
 		switch {
@@ -100,20 +115,30 @@ func (p *printer) print(out io.Writer, r *Report) {
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(s.Name), p.mark(s.State == StateOK || s.State == StateStale, string(s.State)), what)
 	}
+}
 
-	if oc := r.OpenClaw; oc.Found {
-		section("openclaw (" + p.tilde(oc.Config) + ")")
-		switch {
-		case oc.Protected:
-			fmt.Fprintf(tw, "  exec\t%s\t%s in %s\n", p.mark(true, "protected"), p.tilde(r.ShimDir), openclaw.Setting)
-		case oc.Declined:
-			fmt.Fprintf(tw, "  exec\t%s\tleft alone (guard install --no-openclaw); %s\n", p.paint(yellow, "not protected"), p.tildeAll(oc.Reason))
-		default:
-			fmt.Fprintf(tw, "  exec\t%s\t%s; run: %s\n", p.mark(false, "not protected"), p.tildeAll(oc.Reason), p.tildeAll(oc.Fix))
-		}
+// openclaw is whether OpenClaw's exec tool finds the shims first, when
+// OpenClaw's config was found.
+func (p *printer) openclaw(tw io.Writer, r *Report) {
+	oc := r.OpenClaw
+	if !oc.Found {
+		return
 	}
+	p.section(tw, "openclaw ("+p.tilde(oc.Config)+")")
+	switch {
+	case oc.Protected:
+		fmt.Fprintf(tw, "  exec\t%s\t%s in %s\n", p.mark(true, "protected"), p.tilde(r.ShimDir), openclaw.Setting)
+	case oc.Declined:
+		fmt.Fprintf(tw, "  exec\t%s\tleft alone (guard install --no-openclaw); %s\n", p.paint(yellow, "not protected"), p.tildeAll(oc.Reason))
+	default:
+		fmt.Fprintf(tw, "  exec\t%s\t%s; run: %s\n", p.mark(false, "not protected"), p.tildeAll(oc.Reason), p.tildeAll(oc.Fix))
+	}
+}
 
-	section("tools")
+// tools is each tool: its state, its target (or why it has none) and
+// what heals it.
+func (p *printer) tools(tw io.Writer, r *Report) {
+	p.section(tw, "tools")
 	for _, t := range r.Tools {
 		detail := p.tilde(t.Target)
 		if libs := libraries(t); libs != "" {
@@ -134,106 +159,136 @@ func (p *printer) print(out io.Writer, r *Report) {
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", printable(t.Name), state, detail, heal)
 	}
+}
 
-	if len(r.Builds) > 0 {
-		section("builds")
-		for _, b := range r.Builds {
-			src := sourceText(b)
-			stashed := "" // a recipe with no stash entry says nothing of it
-			if b.Stash.Entries > 0 {
-				stashed = stashText(b.Stash) + "\t"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%slog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), lastBuilt(b), stashed, p.tilde(b.Log))
-			for _, src := range b.Stash.Sources {
-				fmt.Fprintf(tw, "    stash_from\t%s\t%s\n", printable(src.URL), p.mark(src.Result != stash.AnswerFailed, answerText(src)))
-			}
-			if b.Stash.PushTo != "" {
-				fmt.Fprintf(tw, "    stash_to\t%s\t%s\n", printable(b.Stash.PushTo), printable(pushText(b.Stash)))
-			}
+// builds is each build recipe, its stash entries and the stashes it reads
+// and pushes to.
+func (p *printer) builds(tw io.Writer, r *Report) {
+	if len(r.Builds) == 0 {
+		return
+	}
+	p.section(tw, "builds")
+	for _, b := range r.Builds {
+		src := sourceText(b)
+		stashed := "" // a recipe with no stash entry says nothing of it
+		if b.Stash.Entries > 0 {
+			stashed = stashText(b.Stash) + "\t"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%slog %s\n", printable(b.Name), p.tilde(b.Dir), p.mark(b.DirExists, src), lastBuilt(b), stashed, p.tilde(b.Log))
+		for _, src := range b.Stash.Sources {
+			fmt.Fprintf(tw, "    stash_from\t%s\t%s\n", printable(src.URL), p.mark(src.Result != stash.AnswerFailed, answerText(src)))
+		}
+		if b.Stash.PushTo != "" {
+			fmt.Fprintf(tw, "    stash_to\t%s\t%s\n", printable(b.Stash.PushTo), printable(pushText(b.Stash)))
 		}
 	}
+}
 
-	if len(r.Packages) > 0 {
-		section("packages")
-		for _, pk := range r.Packages {
-			state := p.paint(green, "present")
-			if !pk.Present {
-				state = p.paint(yellow, "missing (installed when a heal needs it)")
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(pk.Command), printable(pk.Package), state)
-		}
+// packages is each system package a tool needs, present or not.
+func (p *printer) packages(tw io.Writer, r *Report) {
+	if len(r.Packages) == 0 {
+		return
 	}
-
-	if len(r.Models) > 0 {
-		dir := modelsDir(r.Models)
-		if dir != "" {
-			section("models (" + p.tilde(dir) + ")")
-		} else {
-			section("models")
+	p.section(tw, "packages")
+	for _, pk := range r.Packages {
+		state := p.paint(green, "present")
+		if !pk.Present {
+			state = p.paint(yellow, "missing (installed when a heal needs it)")
 		}
-		for _, m := range r.Models {
-			name := printable(m.File)
-			if dir == "" {
-				name = p.tilde(m.Path)
-			}
-			state := p.mark(modelUsable(m.State), string(m.State))
-			if m.State == StateUnverified || m.State == StateNotFetched {
-				state = p.paint(yellow, string(m.State))
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", name, printable(m.Role), state, p.modelDetail(m))
-		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", printable(pk.Command), printable(pk.Package), state)
 	}
+}
 
-	if len(r.Auth) > 0 {
-		section("auth")
-		for _, a := range r.Auth {
-			state := p.paint(green, "ok") + " " + p.tilde(a.Found)
-			if !a.OK {
-				note := " (" + a.missingNote() + ")"
-				if a.For != "" {
-					note = ", " + a.missingNote()
-				}
-				state = p.paint(yellow, "missing") + p.tildeAll(note+": "+a.Hint)
-			}
-			fmt.Fprintf(tw, "  %s\t%s\n", printable(a.Name), state)
-		}
+// models is each model file, under their common folder when they share
+// one.
+func (p *printer) models(tw io.Writer, r *Report) {
+	if len(r.Models) == 0 {
+		return
 	}
-
-	if len(r.Healing) > 0 {
-		section("healing in the background")
-		for _, h := range r.Healing {
-			where := p.paint(yellow, healjob.Record{Percent: h.Percent, LeftMS: h.LeftMS, LeftEstimated: h.LeftEstimated}.Where())
-			if c := condition(h); c != "" {
-				where += ", " + p.mark(false, c)
-			}
-			fmt.Fprintf(tw, "  %s\t%s\tpid %d since %s\t%s\tlog %s\n", printable(h.What), where, h.PID, when(h.Started), printable(h.Wait), p.tilde(h.Log))
-		}
+	dir := modelsDir(r.Models)
+	if dir != "" {
+		p.section(tw, "models ("+p.tilde(dir)+")")
+	} else {
+		p.section(tw, "models")
 	}
+	for _, m := range r.Models {
+		name := printable(m.File)
+		if dir == "" {
+			name = p.tilde(m.Path)
+		}
+		state := p.mark(modelUsable(m.State), string(m.State))
+		if m.State == StateUnverified || m.State == StateNotFetched {
+			state = p.paint(yellow, string(m.State))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", name, printable(m.Role), state, p.modelDetail(m))
+	}
+}
 
-	section("cache")
+// auth is each credential a tool needs: where it was found, or how to
+// give it.
+func (p *printer) auth(tw io.Writer, r *Report) {
+	if len(r.Auth) == 0 {
+		return
+	}
+	p.section(tw, "auth")
+	for _, a := range r.Auth {
+		state := p.paint(green, "ok") + " " + p.tilde(a.Found)
+		if !a.OK {
+			note := " (" + a.missingNote() + ")"
+			if a.For != "" {
+				note = ", " + a.missingNote()
+			}
+			state = p.paint(yellow, "missing") + p.tildeAll(note+": "+a.Hint)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", printable(a.Name), state)
+	}
+}
+
+// healing is each heal going on in the background: where it stands, its
+// process and its log.
+func (p *printer) healing(tw io.Writer, r *Report) {
+	if len(r.Healing) == 0 {
+		return
+	}
+	p.section(tw, "healing in the background")
+	for _, h := range r.Healing {
+		where := p.paint(yellow, healjob.Record{Percent: h.Percent, LeftMS: h.LeftMS, LeftEstimated: h.LeftEstimated}.Where())
+		if c := condition(h); c != "" {
+			where += ", " + p.mark(false, c)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\tpid %d since %s\t%s\tlog %s\n", printable(h.What), where, h.PID, when(h.Started), printable(h.Wait), p.tilde(h.Log))
+	}
+}
+
+// cache is the prompt cache's figures.
+func (p *printer) cache(tw io.Writer, r *Report) {
+	p.section(tw, "cache")
 	fmt.Fprintf(tw, "  %s, %s, %s, %s, %.1fs saved\n", units.Count(r.Cache.Entries, "entry", "entries"), humanBytes(r.Cache.Bytes), units.Count(r.Cache.Hits, "hit", "hits"), units.Count(r.Cache.Misses, "miss", "misses"), r.Cache.SavedSeconds)
+}
 
-	if p.showEvents {
-		section("heal events (" + p.tilde(r.LogPath) + ")")
-		if len(r.Events) == 0 {
-			fmt.Fprintln(tw, "  none")
-		}
-		for _, e := range r.Events {
-			dur := ""
-			if e.DurationMS > 0 {
-				dur = (time.Duration(e.DurationMS) * time.Millisecond).Round(time.Millisecond).String()
-			}
-			result := p.mark(e.Result == "" || e.Result == "ok", printable(e.Result))
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", when(e.TS), printable(e.Event), printable(eventTool(e)), p.tildeAll(firstOf(e.Target, e.Reason)), result, dur)
-		}
-		if r.OtherEvents > 0 {
-			fmt.Fprintf(tw, "  (%s of other installs in this log left out)\n", units.Count(r.OtherEvents, "event", "events"))
-		}
-		if r.OlderEventsNotRead {
-			fmt.Fprintf(tw, "  (older events not read: status reads the last %d MiB of the log)\n", statusLogScan>>20)
-		}
+// events is the last heal events, unless --events 0 asked for none.
+func (p *printer) events(tw io.Writer, r *Report) {
+	if !p.showEvents {
+		return
 	}
-	tw.Flush()
+	p.section(tw, "heal events ("+p.tilde(r.LogPath)+")")
+	if len(r.Events) == 0 {
+		fmt.Fprintln(tw, "  none")
+	}
+	for _, e := range r.Events {
+		dur := ""
+		if e.DurationMS > 0 {
+			dur = (time.Duration(e.DurationMS) * time.Millisecond).Round(time.Millisecond).String()
+		}
+		result := p.mark(e.Result == "" || e.Result == "ok", printable(e.Result))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", when(e.TS), printable(e.Event), printable(eventTool(e)), p.tildeAll(firstOf(e.Target, e.Reason)), result, dur)
+	}
+	if r.OtherEvents > 0 {
+		fmt.Fprintf(tw, "  (%s of other installs in this log left out)\n", units.Count(r.OtherEvents, "event", "events"))
+	}
+	if r.OlderEventsNotRead {
+		fmt.Fprintf(tw, "  (older events not read: status reads the last %d MiB of the log)\n", statusLogScan>>20)
+	}
 }
 
 // headline is the report's first lines: "healthy", or one line for each

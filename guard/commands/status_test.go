@@ -164,6 +164,7 @@ type documentedReport struct {
 // omitempty hides one), that Report and the documented schema have the
 // same keys.
 func TestStatusJSONSchema(t *testing.T) {
+	t.Parallel()
 	var code Report
 	var doc documentedReport
 	fill(reflect.ValueOf(&code).Elem())
@@ -282,6 +283,7 @@ func statusEngine(t *testing.T, manifest string, stdout io.Writer, env ...string
 }
 
 func TestStatusJSONListsAreNeverNull(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	e := statusEngine(t, "[tools.x]\npath = \"/nonexistent/x\"\n", &out)
 	healthy, err := Status(e, &out, StatusOptions{JSON: true, Events: 10})
@@ -305,6 +307,7 @@ func TestStatusJSONListsAreNeverNull(t *testing.T) {
 // A coloured report, its escapes stripped, is the plain one: every painted
 // column carries the same escape bytes, so tabwriter aligns it the same.
 func TestStatusColourKeepsAlignment(t *testing.T) {
+	t.Parallel()
 	r := &Report{
 		ShimDir: "/h/.shim", ShimDirFirst: false, Installed: true, Manifest: "/h/m.toml", LogPath: "/tmp/selfheal.log",
 		Shims:    []ShimState{{"guard", "ok"}, {"llama-completion", "dangling"}},
@@ -346,6 +349,7 @@ func TestStatusColourKeepsAlignment(t *testing.T) {
 }
 
 func TestParseSince(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 8, 31, 12, 0, 0, 0, time.Local)
 	for _, tc := range []struct {
 		in   string
@@ -373,6 +377,7 @@ func TestParseSince(t *testing.T) {
 }
 
 func TestHumanBytes(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 420086080: "400.6 MiB", 1117320800: "1.0 GiB", 5 << 40: "5.0 TiB"} {
 		if got := humanBytes(n); got != want {
 			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
@@ -381,6 +386,7 @@ func TestHumanBytes(t *testing.T) {
 }
 
 func TestUseColourOnlyOnATerminal(t *testing.T) {
+	t.Parallel()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Skipf("no pty: %v", err)
@@ -415,6 +421,7 @@ func TestUseColourOnlyOnATerminal(t *testing.T) {
 // so it can neither break the table into extra lines nor reach the
 // terminal as an escape sequence.
 func TestStatusEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
 	r := &Report{
 		ShimDir: "/h/.shim", ShimDirFirst: true, Installed: true, Manifest: "/h/m.toml", LogPath: "/tmp/selfheal.log",
 		Shims:    []ShimState{{"guard", "ok"}, {"evil\nname", "missing"}},
@@ -451,6 +458,7 @@ func TestStatusEscapesControlCharacters(t *testing.T) {
 // waiting for it, not a second heal: text and --json name guard heal
 // --wait NAME (docs/status-json.md); what no heal runs for keeps guard heal.
 func TestStatusFixOfWhatHealsInTheBackground(t *testing.T) {
+	t.Parallel()
 	r := &Report{
 		ShimDir: "/h/.shim", ShimDirFirst: true, Installed: true, Manifest: "/h/m.toml",
 		Tools:  []ToolState{{Name: "tool", State: "missing"}, {Name: "other", State: "missing"}},
@@ -479,6 +487,7 @@ func TestStatusFixOfWhatHealsInTheBackground(t *testing.T) {
 // with a .1): status reads no more than statusLogScan of it and says older
 // events were not read.
 func TestStatusBoundsTheLogRead(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	e := statusEngine(t, "", &out)
 	log := e.Config().LogPath
@@ -492,9 +501,8 @@ func TestStatusBoundsTheLogRead(t *testing.T) {
 		}
 	}
 	var read int64
-	statusLogRead = func(sc heallog.Scan) { read = sc.Read }
-	t.Cleanup(func() { statusLogRead = nil })
-	if _, err := Status(e, &out, StatusOptions{Events: 10}); err != nil {
+	logRead := func(sc heallog.Scan) { read = sc.Read }
+	if _, err := Status(e, &out, StatusOptions{Events: 10, logRead: logRead}); err != nil {
 		t.Fatal(err)
 	}
 	if read == 0 || read > statusLogScan {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestAJobIsAliveWhileItsLockIsHeld(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rec := healjob.Record{Key: healjob.Key("build", "demo"), What: "the build of demo", Names: []string{"tool"}, LeftMS: 9000}
 	j, err := healjob.Claim(dir, rec)
@@ -41,6 +42,7 @@ func TestAJobIsAliveWhileItsLockIsHeld(t *testing.T) {
 // The lock, not the pid, tells a live heal: a heal SIGKILLed with the
 // lock is dead at once, and the next call may start a new one.
 func TestAKilledHealIsSeenDead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rec := healjob.Record{Key: healjob.Key("build", "demo"), What: "the build of demo"}
 	j, err := healjob.Claim(dir, rec)
@@ -73,6 +75,7 @@ func TestAKilledHealIsSeenDead(t *testing.T) {
 // A link or a FIFO planted where a record goes is no record: never
 // followed, never waited on.
 func TestAPlantedRecordIsNone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	key := healjob.Key("build", "demo")
 	jobs := filepath.Join(dir, "jobs")
@@ -97,6 +100,7 @@ func TestAPlantedRecordIsNone(t *testing.T) {
 // A heal started by hand, without the job's lock, is refused: it would
 // pass for a live heal that nothing waits on.
 func TestAdoptWantsTheJobsOwnLock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rec := healjob.Record{Key: healjob.Key("build", "demo")}
 	j, err := healjob.Claim(dir, rec)
@@ -118,6 +122,7 @@ func TestAdoptWantsTheJobsOwnLock(t *testing.T) {
 // planted in its place, garbage) is no end of the heal: the wait goes on
 // until the heal ends or the caller's time does.
 func TestFollowWaitsOnALiveHealWhoseRecordIsUnreadable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rec := healjob.Record{Key: healjob.Key("build", "demo"), What: "the build of demo"}
 	j, err := healjob.Claim(dir, rec)
@@ -141,6 +146,7 @@ func TestFollowWaitsOnALiveHealWhoseRecordIsUnreadable(t *testing.T) {
 // A failed heal's message is kept whole: a download that failed on every
 // url says why on the lines after its first.
 func TestFinishKeepsTheWholeMessage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rec := healjob.Record{Key: healjob.Key("model", "/m/q.gguf")}
 	j, err := healjob.Claim(dir, rec)
@@ -161,6 +167,7 @@ func TestFinishKeepsTheWholeMessage(t *testing.T) {
 // reads "ended without a result" and starts it again (seen in CI in
 // model_mismatch.txtar).
 func TestSetPIDAfterTheHealEndedKeepsItsResult(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rec := healjob.Record{Key: healjob.Key("model", "/m/q.gguf"), What: "the download of q.gguf"}
 	call, err := healjob.Claim(dir, rec)
@@ -182,6 +189,7 @@ func TestSetPIDAfterTheHealEndedKeepsItsResult(t *testing.T) {
 // A record not updated for longer than the heal's own limit (and the
 // grace past it) is stale; one without a limit, or with a result, never.
 func TestStale(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	for _, c := range []struct {
 		name  string
@@ -202,6 +210,7 @@ func TestStale(t *testing.T) {
 
 // A live heal whose process is stopped is Stopped; continued, it is not.
 func TestStopped(t *testing.T) {
+	t.Parallel()
 	sleep := exec.Command("sleep", "1000")
 	if err := sleep.Start(); err != nil {
 		t.Fatal(err)
@@ -237,6 +246,7 @@ func TestStopped(t *testing.T) {
 
 // A heal past the length it was expected to take says so in its line.
 func TestWhereSaysAHealRanPastItsExpectation(t *testing.T) {
+	t.Parallel()
 	r := healjob.Record{Percent: 5, LeftMS: 1140_000, LeftEstimated: true, OverMS: 48_000}
 	if got, want := r.Where(), "5%, past the 48s expected, about 19m0s left (estimated from its rate so far)"; got != want {
 		t.Errorf("Where() = %q, want %q", got, want)

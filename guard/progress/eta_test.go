@@ -11,6 +11,7 @@ import (
 // climbs while nothing moves: the wait shows why instead, and the next
 // attempt's rate counts only its own time.
 func TestETADuringRetryBackoff(t *testing.T) {
+	t.Parallel()
 	r := Start(&bytes.Buffer{}, "downloading m.gguf", 1000, time.Hour)
 	defer r.Stop("")
 	r.Add(400)
@@ -39,6 +40,7 @@ func TestETADuringRetryBackoff(t *testing.T) {
 // second target starts again low (58%, then 4%) on the real llama.cpp.
 // Ninja's [N/M] is the same rule.
 func TestBuildPercentNeverGoesBack(t *testing.T) {
+	t.Parallel()
 	clock := time.Unix(0, 0)
 	r := start(&bytes.Buffer{}, false, "building llama-cpp", 0, nil, func() time.Time { return clock })
 	defer r.Stop("")
@@ -70,6 +72,7 @@ func TestBuildPercentNeverGoesBack(t *testing.T) {
 // rate once it has run a while, marked as an estimate; before that, and
 // with an earlier build's length, it is not.
 func TestFirstBuildEstimatesFromItsOwnRate(t *testing.T) {
+	t.Parallel()
 	clock := time.Unix(0, 0)
 	r := start(&bytes.Buffer{}, false, "building llama-cpp", 0, nil, func() time.Time { return clock })
 	defer r.Stop("")
@@ -101,6 +104,7 @@ func TestFirstBuildEstimatesFromItsOwnRate(t *testing.T) {
 // goes by its own rate: a cold llama.cpp build ran 7 min 13 s while calls
 // said "about 48-50 s left" (issue 36).
 func TestABuildPastItsExpectationSaysSoAndGoesByItsRate(t *testing.T) {
+	t.Parallel()
 	clock := time.Unix(0, 0)
 	r := start(&bytes.Buffer{}, false, "building llama-cpp", 0, nil, func() time.Time { return clock })
 	defer r.Stop("")

@@ -29,6 +29,7 @@ func (w lineWriter) Write(p []byte) (int, error) {
 // tick of its clock (every 30 s by default), each with the build's percent
 // and the time left, and no bar.
 func TestFollowedLinesCarryPercentAndTimeLeft(t *testing.T) {
+	t.Parallel()
 	if DefaultEvery != 30*time.Second {
 		t.Fatalf("DefaultEvery = %s, want 30s", DefaultEvery)
 	}
@@ -57,6 +58,7 @@ func TestFollowedLinesCarryPercentAndTimeLeft(t *testing.T) {
 
 // On a terminal the same line has a bar, redrawn in place.
 func TestFollowedLineOnATerminalHasABar(t *testing.T) {
+	t.Parallel()
 	c := &fakeClock{t: time.Unix(1e9, 0), tick: make(chan time.Time)}
 	r := start(&guardtest.Buffer{}, true, "building demo", 0, c.tick, c.now)
 	defer r.Stop("")
@@ -69,6 +71,7 @@ func TestFollowedLineOnATerminalHasABar(t *testing.T) {
 // A build's own lines give its percent, and its last good build here the
 // time left: the share of that build still to do.
 func TestBuildPercentAndTimeLeft(t *testing.T) {
+	t.Parallel()
 	for line, want := range map[string]float64{
 		"[ 46%] Building CXX object src/llama.o":  46,
 		"[100%] Built target llama-completion":    100,
@@ -102,6 +105,7 @@ func TestBuildPercentAndTimeLeft(t *testing.T) {
 // A download's time left follows its recent rate: a fast first burst
 // must not promise what the trickle since cannot keep.
 func TestDownloadTimeLeftFollowsTheRecentRate(t *testing.T) {
+	t.Parallel()
 	c := &fakeClock{t: time.Unix(1e9, 0), tick: make(chan time.Time)}
 	r := start(&guardtest.Buffer{}, false, "downloading m.gguf", 1000_000, c.tick, c.now)
 	defer r.Stop("")

@@ -11,6 +11,7 @@ import (
 )
 
 func TestPlainLinesWhenNotATerminal(t *testing.T) {
+	t.Parallel()
 	var out guardtest.Buffer
 	r := progress.Start(&out, "downloading m.gguf", 1000, 20*time.Millisecond)
 	r.Add(500)
@@ -26,6 +27,7 @@ func TestPlainLinesWhenNotATerminal(t *testing.T) {
 }
 
 func TestStatusLine(t *testing.T) {
+	t.Parallel()
 	r := progress.Start(&bytes.Buffer{}, "building llama-cpp", 0, 0)
 	r.SetStatus("step 2/2\r")
 	line := r.Line()

@@ -51,10 +51,9 @@ type KeyInput struct {
 	Dir     string   // the recipe's source folder
 	Outputs []string // folders below Dir the steps write: not sources
 	Env     []string // the steps' environment: its PATH finds git and the compilers; nil = guard's
-}
 
-// cpuInfo is where the CPU flags are read; a test points it elsewhere.
-var cpuInfo = "/proc/cpuinfo"
+	cpuInfo string // where the CPU flags are read; "" = /proc/cpuinfo (a test points it elsewhere)
+}
 
 // probeTimeout bounds each git or compiler run of a key.
 const probeTimeout = 30 * time.Second
@@ -99,7 +98,7 @@ func MakeKey(ctx context.Context, in KeyInput) (Key, error) {
 	note("c++", cxx+": "+firstCXX)
 	cpu := "arch " + runtime.GOARCH // a portable build runs on any CPU of its architecture
 	if !portable(in.Steps, in.Env) {
-		cpu = cpuTarget(ctx, cc, in.Env)
+		cpu = cpuTarget(ctx, cc, in.Env, in.cpuInfo)
 	}
 	note("cpu", cpu)
 	h := sha256.New()
@@ -536,13 +535,13 @@ func portable(steps [][]string, env []string) bool {
 // is what a native build is compiled for, so two machines of a fleet whose
 // kernels list other flags (a microcode bug, a hypervisor's) for the same
 // CPU share entries. A compiler that cannot say falls back to the flags
-// line of /proc/cpuinfo, which is stricter.
-func cpuTarget(ctx context.Context, cc string, env []string) string {
+// line of /proc/cpuinfo (cpuInfo, "" for that file), which is stricter.
+func cpuTarget(ctx context.Context, cc string, env []string, cpuInfo string) string {
 	path := cc
 	if !filepath.IsAbs(path) {
 		var ok bool
 		if path, ok = resolve.LookPath(cc, envValue(env, "PATH")); !ok {
-			return "flags " + cpuFlags()
+			return "flags " + cpuFlags(cpuInfo)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
@@ -555,7 +554,7 @@ func cpuTarget(ctx context.Context, cc string, env []string) string {
 	if t := nativeTarget(string(out)); t != "" {
 		return "native " + t
 	}
-	return "flags " + cpuFlags()
+	return "flags " + cpuFlags(cpuInfo)
 }
 
 // nativeTarget reads the options -march=native became from the output of
@@ -586,8 +585,12 @@ func nativeTarget(out string) string {
 	return strings.Join(opts, " ")
 }
 
-// cpuFlags is the first flags line of /proc/cpuinfo (Features on arm64).
-func cpuFlags() string {
+// cpuFlags is the first flags line of /proc/cpuinfo, or of the file
+// cpuInfo names (Features on arm64).
+func cpuFlags(cpuInfo string) string {
+	if cpuInfo == "" {
+		cpuInfo = "/proc/cpuinfo"
+	}
 	data, err := state.ReadRegular(cpuInfo, 8<<20, false)
 	if err != nil {
 		return "unknown"

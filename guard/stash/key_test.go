@@ -52,15 +52,13 @@ func TestKeyCPUIsWhatNativeResolvesTo(t *testing.T) {
 	write(t, filepath.Join(bin, "c++"), "#!/bin/sh\necho 'g++ 12'\n", 0o755)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;"), 0o644)
-	old := cpuInfo
-	defer func() { cpuInfo = old }()
-	cpuInfo = filepath.Join(t.TempDir(), "cpuinfo")
+	cpuInfo := filepath.Join(t.TempDir(), "cpuinfo")
 	setFlags := func(flags string) {
 		os.WriteFile(cpuInfo, []byte("processor\t: 0\nflags\t\t: "+flags+"\n"), 0o644)
 	}
 	key := func(march string) Key {
 		t.Helper()
-		k, err := MakeKey(context.Background(), KeyInput{Steps: [][]string{{"make"}}, Dir: dir, Env: []string{"PATH=" + bin, "MARCH=" + march}})
+		k, err := MakeKey(context.Background(), KeyInput{Steps: [][]string{{"make"}}, Dir: dir, Env: []string{"PATH=" + bin, "MARCH=" + march}, cpuInfo: cpuInfo})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package units
 import "testing"
 
 func TestBytes(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		n    int64
 		want string
@@ -24,6 +25,7 @@ func TestBytes(t *testing.T) {
 }
 
 func TestOf(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		done, total int64
 		want        string
@@ -39,6 +41,7 @@ func TestOf(t *testing.T) {
 }
 
 func TestRate(t *testing.T) {
+	t.Parallel()
 	if got := Rate(12.3 * (1 << 20)); got != "12.3 MiB/s" {
 		t.Errorf("Rate = %q", got)
 	}
@@ -48,6 +51,7 @@ func TestRate(t *testing.T) {
 }
 
 func TestCount(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		n    int
 		want string

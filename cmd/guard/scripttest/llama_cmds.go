@@ -1,4 +1,4 @@
-package main
+package scripttest
 
 import (
 	"os"
@@ -12,13 +12,6 @@ import (
 )
 
 // Commands for the llama, prompt-cache and swarm scripts.
-func init() {
-	scriptCmds["stdinopen"] = cmdStdinOpen
-	scriptCmds["cacheentries"] = cmdCacheEntries
-	scriptCmds["corruptentries"] = cmdCorruptEntries
-	scriptCmds["invalidutf8"] = cmdInvalidUTF8
-	scriptCmds["linebefore"] = cmdLineBefore
-}
 
 // stdinopen N CMD ARGS...: like exits, but CMD's stdin is a pipe whose
 // writing end stays open until CMD is done, as in an agent sandbox that

@@ -1,4 +1,4 @@
-package main
+package scripttest
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
 	"github.com/sandbox-guard/guard/guard/guardtest"
 )
 
@@ -50,14 +51,6 @@ import (
 // "GET PATH range=R auth=A" (R and A are "-" when absent), for grep; a HEAD
 // is logged as "HEAD PATH auth=A", not counted. Only the hf kinds answer a
 // HEAD (the others say 405, as a server that declares nothing may).
-func init() {
-	setupHooks = append(setupHooks, startModelServer)
-	scriptCmds["served"] = cmdServed
-	scriptCmds["sentbytes"] = cmdSentBytes
-	scriptCmds["sha256env"] = cmdSHA256Env
-	scriptCmds["waitsize"] = cmdWaitSize
-	scriptCmds["tmpfs"] = cmdTmpfs
-}
 
 type serverKey struct{}
 

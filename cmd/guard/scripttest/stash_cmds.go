@@ -1,4 +1,4 @@
-package main
+package scripttest
 
 import (
 	"bytes"
@@ -17,12 +17,6 @@ import (
 	"github.com/sandbox-guard/guard/guard/guardtest"
 	"github.com/sandbox-guard/guard/guard/stash"
 )
-
-func init() {
-	scriptCmds["stashcraft"] = cmdStashCraft
-	scriptCmds["registry"] = cmdRegistry
-	scriptCmds["ollamapush"] = cmdOllamaPush
-}
 
 // registry starts a real OCI registry (CNCF distribution, in-process,
 // plain http on 127.0.0.1) for the rest of the script, sets $REGISTRY to

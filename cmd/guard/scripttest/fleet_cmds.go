@@ -1,4 +1,4 @@
-package main
+package scripttest
 
 import (
 	"bytes"
@@ -22,12 +22,6 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
 )
-
-func init() {
-	scriptCmds["hostilepush"] = cmdHostilePush
-	scriptCmds["registryproxy"] = cmdRegistryProxy
-	scriptCmds["registrytls"] = cmdRegistryTLS
-}
 
 // registrytls starts, in front of $REGISTRY, an https proxy whose
 // certificate a private CA signed (httptest's), sets $REGTLS to its

@@ -1,4 +1,4 @@
-package main
+package scripttest
 
 import (
 	"strconv"
@@ -8,11 +8,6 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/guardtest"
 )
-
-func init() {
-	scriptCmds["registryfault"] = cmdRegistryFault
-	scriptCmds["registrygets"] = cmdRegistryGets
-}
 
 // registries is each script's registry (the registry command's).
 var registries sync.Map // *testscript.TestScript -> *guardtest.Registry

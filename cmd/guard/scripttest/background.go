@@ -1,4 +1,4 @@
-package main
+package scripttest
 
 import (
 	"os"
@@ -7,11 +7,6 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
-
-func init() {
-	scriptCmds["bgpid"] = cmdBgPid
-	scriptCmds["waitgrep"] = cmdWaitGrep
-}
 
 // waitgrep FILE REGEXP: wait (up to 60 s: a background process runs at
 // nice 19, and the machine may be busy) until a line of FILE matches

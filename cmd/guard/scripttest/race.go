@@ -1,0 +1,5 @@
+//go:build race
+
+package scripttest
+
+func init() { raceEnabled = true }
