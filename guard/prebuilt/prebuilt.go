@@ -228,7 +228,16 @@ func (r Request) install(ctx context.Context, dir, tag string, asset Asset, sum 
 		URLs: []string{asset.URL}, Dest: archive, Size: asset.Size, SHA256: sum,
 		Progress: r.Progress, ProgressEvery: r.ProgressEvery, Retries: 2,
 	})
-	if err != nil {
+	var mismatch *fetch.MismatchError
+	switch {
+	case errors.As(err, &mismatch) && mismatch.What == "sha256":
+		from := "the release declares"
+		if r.Source.SHA256 != "" {
+			from = "the manifest pins"
+		}
+		return Ready{}, fmt.Errorf("the download of %s has sha256 %s, not %s as %s: refused, nothing of it kept (damaged or tampered with)",
+			asset.Name, short(mismatch.Got), short(mismatch.Want), from)
+	case err != nil:
 		return Ready{}, fmt.Errorf("the download of %s failed: %s", asset.Name, oneLine(err))
 	}
 	defer os.Remove(archive)

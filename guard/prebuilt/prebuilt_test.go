@@ -124,11 +124,11 @@ func TestPrepareRefusesUnverifiedAssets(t *testing.T) {
 		body              []byte
 		want              string
 	}{
-		{"tampered", "sha256:" + sum(good), "", tampered, "the download of llama-b2-bin-ubuntu-x64.tar.gz failed"},
+		{"tampered", "sha256:" + sum(good), "", tampered, "the download of llama-b2-bin-ubuntu-x64.tar.gz has sha256 " + sum(tampered)[:12] + ", not " + sum(good)[:12] + " as the release declares: refused"},
 		{"no digest", "", "", good, "declares no sha256 of llama-b2-bin-ubuntu-x64.tar.gz and the manifest pins none"},
 		{"a pin the digest contradicts", "sha256:" + sum(good), sum(tampered), good, "not the manifest's pin"},
 		{"no digest, pinned", "", sum(good), good, ""},
-		{"no digest, pinned, tampered", "", sum(good), tampered, "the download of"},
+		{"no digest, pinned, tampered", "", sum(good), tampered, "as the manifest pins: refused"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := newAPI(t)
