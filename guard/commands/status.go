@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/guard/models/verify"
 	"github.com/sandbox-guard/guard/guard/openclaw"
+	"github.com/sandbox-guard/guard/guard/prebuilt"
 	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -193,6 +195,15 @@ func buildState(e *guard.Engine, b *manifest.Build) BuildState {
 	}
 	items, _ := e.Stash().List() // a stash that cannot be read shows as empty
 	st.Stash = stashState(e, items, b)
+	if b.Prebuilt != nil {
+		c := e.Config()
+		st.Prebuilt = &PrebuiltState{GitHub: b.Prebuilt.GitHub, Native: b.Prebuilt.BuildsNative()}
+		if st.DirExists {
+			if ready, ok := prebuilt.LookCheckout(context.Background(), c.StateDir, b.Name, b.Dir, c.PathEnv, nil); ok {
+				st.Prebuilt.Ready, st.Prebuilt.Dir = ready.Tag, ready.Dir
+			}
+		}
+	}
 	return st
 }
 

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
+	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -322,3 +324,20 @@ func short(commit string) string {
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// LookCheckout is Look for the checkout in dir as it is now (HEAD by one
+// git run; its cleanness is not checked: a call checks it before it uses
+// the prebuilt). For `guard which` and `guard status`.
+func LookCheckout(ctx context.Context, stateDir, recipe, dir, pathEnv string, tools []string) (Ready, bool) {
+	git, ok := resolve.LookPath("git", pathEnv)
+	if !ok {
+		return Ready{}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, git, "-C", dir, "rev-parse", "HEAD").Output()
+	if err != nil {
+		return Ready{}, false
+	}
+	return Look(stateDir, recipe, strings.TrimSpace(string(out)), runtime.GOARCH, tools)
+}
