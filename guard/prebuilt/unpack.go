@@ -77,7 +77,7 @@ func unpack(archive, dest string) error {
 			if err := mkdirs(dest, name); err != nil {
 				return err
 			}
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg:
 			if total += h.Size; total > maxUnpackedBytes {
 				return fmt.Errorf("%s unpacks to more than 4 GiB", filepath.Base(archive))
 			}
