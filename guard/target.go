@@ -85,6 +85,13 @@ func (e *Engine) healTool(ctx context.Context, tool *manifest.Tool, h ToolHealth
 		why = errors.New(h.Path + ": " + h.Broken)
 	}
 	e.debug("%s: %v; healing (build %q, package %q)", tool.Name, why, tool.Build, tool.Package)
+	if how == healAsJob && tool.Build != "" {
+		// A call may answer from the recipe's prebuilt while the
+		// native build runs behind it (docs/prebuilt.md).
+		if path, ok := e.fromPrebuilt(ctx, tool); ok {
+			return path, nil
+		}
+	}
 	if err := e.healBinary(ctx, tool, why, how); err != nil {
 		return "", &healError{err}
 	}

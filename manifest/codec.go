@@ -269,6 +269,22 @@ func encodeBuild(e *encoder, b *Build) {
 	e.strs(b.Targets)
 	e.strs(b.StashFrom)
 	e.str(b.StashTo)
+	if b.Prebuilt == nil {
+		e.uint(0)
+		return
+	}
+	p := b.Prebuilt
+	native := uint64(1) // unset
+	if p.Native != nil {
+		native = 2
+		if *p.Native {
+			native = 3
+		}
+	}
+	e.uint(native)
+	e.str(p.GitHub)
+	e.str(p.Asset)
+	e.str(p.SHA256)
 }
 
 func decodeBuild(d *decoder) *Build {
@@ -288,6 +304,15 @@ func decodeBuild(d *decoder) *Build {
 	b.Targets = d.strs()
 	b.StashFrom = d.strs()
 	b.StashTo = d.str()
+	if n := d.uint(); n > 0 {
+		p := &Prebuilt{}
+		if n > 1 {
+			on := n == 3
+			p.Native = &on
+		}
+		p.GitHub, p.Asset, p.SHA256 = d.str(), d.str(), d.str()
+		b.Prebuilt = p
+	}
 	return b
 }
 

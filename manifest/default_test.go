@@ -73,6 +73,9 @@ func TestDefaultManifest(t *testing.T) {
 		b.Timeout.D() != 30*time.Minute || len(b.Steps) != 2 || !slices.Contains(b.Steps[0], "-DGGML_NATIVE=ON") {
 		t.Errorf("build %+v", b)
 	}
+	if p := b.Prebuilt; p == nil || p.GitHub != "ggml-org/llama.cpp" || p.Asset != "llama-{tag}-bin-ubuntu-{arch}.tar.gz" || p.SHA256 != "" || !p.BuildsNative() {
+		t.Errorf("build's prebuilt %+v", p)
+	}
 	npx := m.Tool("npx")
 	if npx == nil || !slices.Equal(npx.Args, []string{"--yes"}) || npx.Env["npm_config_yes"] != "true" ||
 		npx.Package != "npm" || npx.Prompts != manifest.PromptsAnswer {

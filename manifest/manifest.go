@@ -70,7 +70,25 @@ type Build struct {
 	// StashTo is a registry (oci://HOST/REPO) every good build's entry is
 	// pushed to, signed, in the background (docs/registry.md).
 	StashTo string `toml:"stash_to,omitempty"`
+	// Prebuilt is the project's own release build a call may answer
+	// with while the native build is made (docs/prebuilt.md); nil = none.
+	Prebuilt *Prebuilt `toml:"prebuilt,omitempty"`
 }
+
+// Prebuilt names a project's release builds on GitHub: the releases of
+// GitHub (OWNER/REPO), the asset of a tag for this machine (Asset, with
+// {tag} and {arch}), an optional sha256 pin of that asset, and whether the
+// native build is made after it (Native, default true).
+type Prebuilt struct {
+	GitHub string `toml:"github"`
+	Asset  string `toml:"asset"`
+	SHA256 string `toml:"sha256,omitempty"`
+	Native *bool  `toml:"native,omitempty"`
+}
+
+// BuildsNative reports whether the native build is made after the
+// prebuilt answers: true unless native = false.
+func (p *Prebuilt) BuildsNative() bool { return p == nil || p.Native == nil || *p.Native }
 
 // Tool is the policy for one shimmed command.
 type Tool struct {

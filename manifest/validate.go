@@ -227,6 +227,17 @@ func (c *checker) build(b *Build) {
 			c.errorf(path("builds", b.Name, "stash_to"), "%s", why)
 		}
 	}
+	if p := b.Prebuilt; p != nil {
+		if owner, repo, ok := strings.Cut(p.GitHub, "/"); !ok || owner == "" || repo == "" || strings.ContainsAny(repo, "/ ?#") {
+			c.errorf(path("builds", b.Name, "prebuilt", "github"), "%q is not OWNER/REPO, such as \"ggml-org/llama.cpp\"", p.GitHub)
+		}
+		if !strings.Contains(p.Asset, "{tag}") || strings.ContainsAny(p.Asset, "/?#") {
+			c.errorf(path("builds", b.Name, "prebuilt", "asset"), "%q must be an asset's file name with {tag} in it, such as \"llama-{tag}-bin-ubuntu-{arch}.tar.gz\"", p.Asset)
+		}
+		if p.SHA256 != "" && !IsSHA256(p.SHA256) {
+			c.errorf(path("builds", b.Name, "prebuilt", "sha256"), "must be 64 hex characters: the sha256 of the asset")
+		}
+	}
 	for i, out := range b.Outputs {
 		if !IsOutputFolder(out) {
 			c.errorf(path("builds", b.Name, "outputs").index(i), "%q must be a folder below dir, such as \"build\": a scrub after an interrupted build removes files only there", out)

@@ -85,6 +85,19 @@ type BuildState struct {
 	BuiltAt   time.Time  `json:"built_at,omitzero"`
 	BuildMS   int64      `json:"build_ms,omitempty"`
 	Stash     StashState `json:"stash"`
+	// Prebuilt is the recipe's [builds.NAME.prebuilt], when it has one
+	// (docs/prebuilt.md).
+	Prebuilt *PrebuiltState `json:"prebuilt,omitempty"`
+}
+
+// PrebuiltState is a recipe's release build: where it comes from, whether
+// the native build is made after it, and the release ready for the
+// checkout's HEAD ("" when none is).
+type PrebuiltState struct {
+	GitHub string `json:"github"`
+	Native bool   `json:"native"`
+	Ready  string `json:"ready,omitempty"` // the release's tag
+	Dir    string `json:"dir,omitempty"`   // where it is unpacked
 }
 
 // PackageState is a command from [packages] and whether PATH has it.

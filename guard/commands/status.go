@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/guard/openclaw"
+	"github.com/sandbox-guard/guard/guard/prebuilt"
 	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/manifest"
 )
@@ -191,6 +193,15 @@ func buildState(e *guard.Engine, b *manifest.Build) BuildState {
 	}
 	items, _ := e.Stash().List() // a stash that cannot be read shows as empty
 	st.Stash = stashState(e, items, b)
+	if b.Prebuilt != nil {
+		c := e.Config()
+		st.Prebuilt = &PrebuiltState{GitHub: b.Prebuilt.GitHub, Native: b.Prebuilt.BuildsNative()}
+		if st.DirExists {
+			if ready, ok := prebuilt.LookCheckout(context.Background(), c.StateDir, b.Name, b.Dir, c.PathEnv, nil); ok {
+				st.Prebuilt.Ready, st.Prebuilt.Dir = ready.Tag, ready.Dir
+			}
+		}
+	}
 	return st
 }
 

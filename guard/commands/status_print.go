@@ -181,6 +181,9 @@ func (p *printer) builds(tw io.Writer, r *Report) {
 		if b.Stash.PushTo != "" {
 			fmt.Fprintf(tw, "    stash_to\t%s\t%s\n", printable(b.Stash.PushTo), printable(pushText(b.Stash)))
 		}
+		if pb := b.Prebuilt; pb != nil {
+			fmt.Fprintf(tw, "    prebuilt\t%s\t%s\n", printable(pb.GitHub), p.tildeAll(prebuiltLine(pb)))
+		}
 	}
 }
 
@@ -470,4 +473,18 @@ func firstOf(a, b string) string {
 func oneLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
+}
+
+// prebuiltLine says what a recipe's release build is here: the release
+// ready for the checkout (it answers the calls while the native build is
+// missing), or none yet (docs/prebuilt.md).
+func prebuiltLine(pb *PrebuiltState) string {
+	native := "; the native build follows it"
+	if !pb.Native {
+		native = "; native = false: nothing is built"
+	}
+	if pb.Ready == "" {
+		return "none ready for this checkout (a call makes one ready when the checkout is exactly a release)" + native
+	}
+	return "the release " + pb.Ready + " ready in " + pb.Dir + ": it answers while the native build is missing" + native
 }

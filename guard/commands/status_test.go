@@ -59,7 +59,13 @@ type documentedReport struct {
 		Log       string    `json:"log"`
 		BuiltAt   time.Time `json:"built_at"`
 		BuildMS   int64     `json:"build_ms"`
-		Stash     struct {
+		Prebuilt  *struct {
+			GitHub string `json:"github"`
+			Native bool   `json:"native"`
+			Ready  string `json:"ready"`
+			Dir    string `json:"dir"`
+		} `json:"prebuilt"`
+		Stash struct {
 			Entries int   `json:"entries"`
 			Bytes   int64 `json:"bytes"`
 			Matches bool  `json:"matches"`

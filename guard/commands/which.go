@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/prebuilt"
 	"github.com/sandbox-guard/guard/guard/units"
 	"github.com/sandbox-guard/guard/manifest"
 	"github.com/sandbox-guard/guard/shims"
@@ -84,6 +86,9 @@ func Which(e *guard.Engine, out io.Writer, name string) bool {
 		if b.Stash.PushTo != "" {
 			row("stash_to", printable(b.Stash.PushTo), printable(pushText(b.Stash)))
 		}
+		if rec.Prebuilt != nil {
+			row("prebuilt", printable(rec.Prebuilt.GitHub), p.tildeAll(prebuiltText(e, rec, tool, t.State == StateOK)))
+		}
 	}
 	if tool.Package != "" {
 		row("package", printable(tool.Package), "installed by a heal when the binary is missing")
@@ -129,4 +134,24 @@ func healingRows(c *guard.Config, row func(key, value, detail string), name stri
 			row("healing", printable(h.What), fmt.Sprintf("in the background, pid %d: %s; %s", h.PID, where, printable(h.Wait)))
 		}
 	}
+}
+
+// prebuiltText says which build answers tool's calls: the native one when
+// it is healthy, else the prebuilt ready for the checkout's HEAD, if any
+// (docs/prebuilt.md).
+func prebuiltText(e *guard.Engine, rec *manifest.Build, tool *manifest.Tool, nativeOK bool) string {
+	c := e.Config()
+	native := ""
+	if !rec.Prebuilt.BuildsNative() {
+		native = " (native = false: nothing is built)"
+	}
+	if nativeOK {
+		return "the native build answers; a release build answers only while it is missing" + native
+	}
+	if tool.Path != "" {
+		if ready, ok := prebuilt.LookCheckout(context.Background(), c.StateDir, rec.Name, rec.Dir, c.PathEnv, []string{filepath.Base(tool.Path)}); ok {
+			return "the release " + ready.Tag + " answers, from " + ready.Tools[filepath.Base(tool.Path)] + native
+		}
+	}
+	return "none ready for this checkout: a call makes one ready when the checkout is exactly a release" + native
 }

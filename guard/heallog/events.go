@@ -14,6 +14,7 @@ const (
 	PackageInstall Name = "package.install"
 	BinaryRestore  Name = "binary.restore"
 	StashPush      Name = "stash.push"
+	BinaryPrebuilt Name = "binary.prebuilt"
 	BinaryRebuild  Name = "binary.rebuild"
 	ModelDownload  Name = "model.download"
 	ModelVerify    Name = "model.verify"
@@ -32,8 +33,8 @@ const (
 // Events lists every event name guard writes, in the order of the docs.
 func Events() []Name {
 	return []Name{
-		Preflight, ShimRecreate, PackageInstall, BinaryRestore, StashPush,
-		BinaryRebuild, ModelDownload, ModelVerify, AuthMissing, LockWait,
+		Preflight, ShimRecreate, PackageInstall, BinaryRestore, BinaryPrebuilt,
+		StashPush, BinaryRebuild, ModelDownload, ModelVerify, AuthMissing, LockWait,
 		Timeout, Stall, PromptDetected, Retry, Fallback, CacheStore,
 		BudgetLearned, CallEnd,
 	}

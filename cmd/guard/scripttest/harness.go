@@ -47,6 +47,8 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"hostilepush":   cmdHostilePush,
 	"registryproxy": cmdRegistryProxy,
 	"registrytls":   cmdRegistryTLS,
+	// prebuilt_cmds.go
+	"ghrelease": cmdGHRelease,
 	// llama_cmds.go: the llama, prompt-cache and swarm scripts
 	"stdinopen":      cmdStdinOpen,
 	"cacheentries":   cmdCacheEntries,
@@ -166,6 +168,10 @@ func setup(e *testscript.Env, bin string) error {
 	for _, k := range []string{"OPENCLAW_CONFIG_PATH", "OPENCLAW_STATE_DIR", "OPENCLAW_HOME"} {
 		e.Setenv(k, "")
 	}
+	// No script reaches GitHub's API (prebuilt_cmds.go).
+	e.Setenv("GITHUB_API_URL", unreachableAPI)
+	e.Setenv("GITHUB_TOKEN", "")
+	e.Setenv("GH_TOKEN", "")
 	e.Setenv("REPO", repoRoot())
 	e.Setenv("PATH", bin+string(os.PathListSeparator)+e.Getenv("PATH"))
 	// The orphan check (orphans.go), then the script's own download
