@@ -122,12 +122,13 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 		}
 		reason = h.Reason
 	}
-	key, restored := b.restore(ctx, tool, name, rec, target)
+	j := job{tool: tool, name: name, rec: rec, target: target}
+	key, restored := b.restore(ctx, j)
 	if restored {
 		return nil
 	}
 	start := time.Now()
-	err = b.rebuild(ctx, tool, name, rec, target, reason, limit, held.File())
+	err = b.rebuild(ctx, j, reason, limit, held.File())
 	if errors.Is(err, errRestoredAfterClone) {
 		return nil
 	}
@@ -149,6 +150,15 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 	return err
 }
 
+// job is one build a heal asks for: the tool that needs it, the recipe's
+// name and the recipe, and the output that must come back ("" for a
+// build asked for by name).
+type job struct {
+	tool, name string
+	rec        *manifest.Build
+	target     string
+}
+
 // errRestoredAfterClone is rebuild's word that the clone it made matched a
 // stash entry, which was restored: the target is healthy and no step ran.
 var errRestoredAfterClone = errors.New("restored from the stash after the clone")
@@ -156,7 +166,8 @@ var errRestoredAfterClone = errors.New("restored from the stash after the clone"
 // rebuild runs the recipe under the build lock, whose file it hands to
 // every step (see run), and keeps the interrupted-build marker around the
 // steps (interrupted.go).
-func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.Build, target, reason string, limit time.Duration, lockFile *os.File) error {
+func (b *Builder) rebuild(ctx context.Context, j job, reason string, limit time.Duration, lockFile *os.File) error {
+	tool, name, rec, target := j.tool, j.name, j.rec, j.target
 	if err := b.EnsureCommands(ctx, tool, rec.Needs); err != nil {
 		return fmt.Errorf("build %s: %w", name, err)
 	}
@@ -208,7 +219,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 		// The sources are here now, so they have a key: an entry for
 		// their revision (a fleet's, through stash_from) brings the build
 		// back without running a step.
-		if _, ok := b.restore(ctx, tool, name, rec, target); ok {
+		if _, ok := b.restore(ctx, j); ok {
 			rep.Stop("")
 			fmt.Fprintf(logf, "== guard: restored %s from the stash after the clone; no step run\n", name)
 			return errRestoredAfterClone
@@ -216,7 +227,7 @@ func (b *Builder) rebuild(ctx context.Context, tool, name string, rec *manifest.
 	}
 
 	marker := b.markerPath(name)
-	if err := b.startRun(tool, name, rec, target, marker, cloned, logf); err != nil {
+	if err := b.startRun(j, marker, cloned, logf); err != nil {
 		rep.Stop("")
 		fmt.Fprintf(logf, "== guard: %v\n", err)
 		return fmt.Errorf("build %s: %w", name, err)
@@ -293,7 +304,8 @@ func (b *Builder) clone(ctx context.Context, rec *manifest.Build, out *tailWrite
 // so the run that wrote it is gone), and writes this run's marker. A fresh
 // clone holds nothing of that run (and may hold committed binaries that
 // must stay), so it is not scrubbed.
-func (b *Builder) startRun(tool, name string, rec *manifest.Build, target, marker string, cloned bool, logf io.Writer) error {
+func (b *Builder) startRun(j job, marker string, cloned bool, logf io.Writer) error {
+	tool, name, rec, target := j.tool, j.name, j.rec, j.target
 	if fi, err := os.Lstat(marker); err == nil && !cloned {
 		removed, err := scrubOutputs(rec.Dir, rec.Outputs, fi.ModTime(), logf)
 		if err != nil {

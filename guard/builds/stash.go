@@ -32,8 +32,9 @@ func (b *Builder) StashKey(ctx context.Context, rec *manifest.Build) (stash.Key,
 // restore puts back the stashed build of rec matching its key, when target
 // then passes CheckBinary. It says on stderr why when it does not, and logs
 // binary.restore either way. The key is returned for stashBuild.
-func (b *Builder) restore(ctx context.Context, tool, name string, rec *manifest.Build, target string) (stash.Key, bool) {
-	if b.Stash == nil || target == "" {
+func (b *Builder) restore(ctx context.Context, j job) (stash.Key, bool) {
+	rec := j.rec
+	if b.Stash == nil || j.target == "" {
 		return stash.Key{}, false
 	}
 	if _, err := os.Stat(rec.Dir); err != nil {
@@ -41,7 +42,7 @@ func (b *Builder) restore(ctx context.Context, tool, name string, rec *manifest.
 	}
 	start := time.Now()
 	key, err := b.StashKey(ctx, rec)
-	return key, b.restoreKeyed(ctx, tool, name, rec, target, key, err, start)
+	return key, b.restoreKeyed(ctx, j, key, err, start)
 }
 
 // RestoreNow is a call's fast path for an evicted build (docs/stash.md):
@@ -73,12 +74,13 @@ func (b *Builder) RestoreNow(ctx context.Context, tool string, rec *manifest.Bui
 	if err != nil || !b.Stash.Has(rec.Name, key) {
 		return false
 	}
-	return b.restoreKeyed(ctx, tool, name, rec, target, key, nil, start)
+	return b.restoreKeyed(ctx, job{tool: tool, name: name, rec: rec, target: target}, key, nil, start)
 }
 
 // restoreKeyed is restore once the key (or the error computing it) is
 // known; start is when the restore began, for its time.
-func (b *Builder) restoreKeyed(ctx context.Context, tool, name string, rec *manifest.Build, target string, key stash.Key, err error, start time.Time) bool {
+func (b *Builder) restoreKeyed(ctx context.Context, j job, key stash.Key, err error, start time.Time) bool {
+	tool, name, rec, target := j.tool, j.name, j.rec, j.target
 	var got stash.Restored
 	if err == nil {
 		// The phase a detached heal's record shows: the calls waiting for

@@ -39,7 +39,7 @@ func (r *Repository) ModelLayer(ctx context.Context) (Descriptor, error) {
 	}
 	if strings.HasPrefix(ref, "sha256:") {
 		ctx, cancel := context.WithTimeout(ctx, r.timeout)
-		resp, err := r.send(ctx, http.MethodHead, r.base+"blobs/"+ref, nil, nil, 0, pullScope(r.Repo), http.StatusOK)
+		resp, err := r.send(ctx, request{method: http.MethodHead, url: r.base + "blobs/" + ref, scope: pullScope(r.Repo), want: http.StatusOK})
 		cancel()
 		if err == nil {
 			resp.Body.Close()

@@ -233,34 +233,45 @@ func (c *Client) Open(ref Ref) (*Repository, error) {
 	}, nil
 }
 
-// send sends method to base+path with body (nil for none; open gives a
-// fresh reader of size bytes each time it is called, for the sign-in's
-// second try) signed in for scope. An answer of another status than want
-// is returned as an *Error, its body read and closed.
-func (r *Repository) send(ctx context.Context, method, target string, hdr http.Header, open func() io.Reader, size int64, scope string, want ...int) (*http.Response, error) {
+// request is one request to the registry: method at url with header,
+// a body when open is set (open gives a fresh reader of size bytes each
+// time it is called, for the sign-in's second try), signed in for scope,
+// and the status that answers it.
+type request struct {
+	method, url string
+	header      http.Header
+	open        func() io.Reader
+	size        int64
+	scope       string
+	want        int
+}
+
+// send sends q. An answer of another status than q.want is returned as
+// an *Error, its body read and closed.
+func (r *Repository) send(ctx context.Context, q request) (*http.Response, error) {
 	var body io.Reader
-	if open != nil {
-		body = open()
+	if q.open != nil {
+		body = q.open()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	req, err := http.NewRequestWithContext(ctx, q.method, q.url, body)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case open != nil && size == 0:
+	case q.open != nil && q.size == 0:
 		req.Body, req.ContentLength = http.NoBody, 0
-	case open != nil:
-		req.ContentLength = size
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(open()), nil }
+	case q.open != nil:
+		req.ContentLength = q.size
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(q.open()), nil }
 	}
-	for k, v := range hdr {
+	for k, v := range q.header {
 		req.Header[k] = v
 	}
-	resp, sent, err := r.auth.do(req, scope)
+	resp, sent, err := r.auth.do(req, q.scope)
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains(want, resp.StatusCode) {
+	if resp.StatusCode != q.want {
 		return nil, errorOf(resp, sent, r.Host, r.Repo)
 	}
 	return resp, nil
@@ -276,7 +287,7 @@ const manifestAccept = MediaTypeImageManifest + ", " + MediaTypeDockerManifest +
 func (r *Repository) FetchManifest(ctx context.Context, reference string) (Manifest, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	resp, err := r.send(ctx, http.MethodGet, r.base+"manifests/"+reference, http.Header{"Accept": {manifestAccept}}, nil, 0, pullScope(r.Repo), http.StatusOK)
+	resp, err := r.send(ctx, request{method: http.MethodGet, url: r.base + "manifests/" + reference, header: http.Header{"Accept": {manifestAccept}}, scope: pullScope(r.Repo), want: http.StatusOK})
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -329,7 +340,7 @@ func (r *Repository) FetchBlob(ctx context.Context, desc Descriptor, limit int64
 	}
 	ctx, cancel := context.WithTimeout(ctx, 4*r.timeout)
 	defer cancel()
-	resp, err := r.send(ctx, http.MethodGet, r.base+"blobs/"+string(desc.Digest), nil, nil, 0, pullScope(r.Repo), http.StatusOK)
+	resp, err := r.send(ctx, request{method: http.MethodGet, url: r.base + "blobs/" + string(desc.Digest), scope: pullScope(r.Repo), want: http.StatusOK})
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +395,7 @@ func (r *Repository) pushBlob(ctx context.Context, b Blob) (Descriptor, error) {
 
 // exists asks whether the registry has the blob dgst (a HEAD).
 func (r *Repository) exists(ctx context.Context, dgst Digest) (bool, error) {
-	resp, err := r.send(ctx, http.MethodHead, r.base+"blobs/"+string(dgst), nil, nil, 0, pushScope(r.Repo), http.StatusOK)
+	resp, err := r.send(ctx, request{method: http.MethodHead, url: r.base + "blobs/" + string(dgst), scope: pushScope(r.Repo), want: http.StatusOK})
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -400,7 +411,7 @@ func (r *Repository) exists(ctx context.Context, dgst Digest) (bool, error) {
 // (the registry checks the digest). open gives the bytes from the start.
 func (r *Repository) upload(ctx context.Context, desc Descriptor, open func() io.Reader) error {
 	scope := pushScope(r.Repo)
-	resp, err := r.send(ctx, http.MethodPost, r.base+"blobs/uploads/", nil, nil, 0, scope, http.StatusAccepted)
+	resp, err := r.send(ctx, request{method: http.MethodPost, url: r.base + "blobs/uploads/", scope: scope, want: http.StatusAccepted})
 	if err != nil {
 		return err
 	}
@@ -412,7 +423,7 @@ func (r *Repository) upload(ctx context.Context, desc Descriptor, open func() io
 	q := loc.Query()
 	q.Set("digest", string(desc.Digest))
 	loc.RawQuery = q.Encode()
-	resp, err = r.send(ctx, http.MethodPut, loc.String(), http.Header{"Content-Type": {"application/octet-stream"}}, open, desc.Size, scope, http.StatusCreated)
+	resp, err = r.send(ctx, request{method: http.MethodPut, url: loc.String(), header: http.Header{"Content-Type": {"application/octet-stream"}}, open: open, size: desc.Size, scope: scope, want: http.StatusCreated})
 	if err != nil {
 		return err
 	}
@@ -443,8 +454,7 @@ func (r *Repository) pushManifest(ctx context.Context, tag, artifactType string,
 		return "", err
 	}
 	dgst := DigestOf(data)
-	resp, err := r.send(ctx, http.MethodPut, r.base+"manifests/"+tag, http.Header{"Content-Type": {MediaTypeImageManifest}},
-		func() io.Reader { return bytes.NewReader(data) }, int64(len(data)), pushScope(r.Repo), http.StatusCreated)
+	resp, err := r.send(ctx, request{method: http.MethodPut, url: r.base + "manifests/" + tag, header: http.Header{"Content-Type": {MediaTypeImageManifest}}, open: func() io.Reader { return bytes.NewReader(data) }, size: int64(len(data)), scope: pushScope(r.Repo), want: http.StatusCreated})
 	if err != nil {
 		return "", fmt.Errorf("push the manifest: %w", err)
 	}
@@ -466,7 +476,7 @@ func (r *Repository) Tags(ctx context.Context) ([]string, error) {
 	var all []string
 	next := r.base + "tags/list"
 	for next != "" {
-		resp, err := r.send(ctx, http.MethodGet, next, nil, nil, 0, pullScope(r.Repo), http.StatusOK)
+		resp, err := r.send(ctx, request{method: http.MethodGet, url: next, scope: pullScope(r.Repo), want: http.StatusOK})
 		var re *Error
 		if errors.As(err, &re) {
 			re.tagList = true
