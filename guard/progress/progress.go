@@ -166,7 +166,15 @@ func (r *Reporter) Stop(final string) {
 func (r *Reporter) loop(tick <-chan time.Time, observe func(Snapshot)) {
 	defer r.wg.Done()
 	if observe != nil {
-		defer func() { observe(r.Snapshot()) }()
+		// The last word of a stopped reporter: its phase is over, so the
+		// record says no phase until the next reporter's first tick (a
+		// restore that found nothing must not read as restoring while
+		// the build after it runs).
+		defer func() {
+			s := r.Snapshot()
+			s.Status = ""
+			observe(s)
+		}()
 	}
 	for {
 		select {
