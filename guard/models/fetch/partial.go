@@ -13,8 +13,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,11 +59,10 @@ type download struct {
 
 	// A download in parts (parallel.go): rt keeps the books of the
 	// partial file while it is one; oneStream says this Fetch's source
-	// answered ranges wrongly, so it is fetched in one stream.
+	// answered ranges wrongly, so it is fetched in one stream. What only
+	// an attempt in parts needs is a partsAttempt's.
 	rt        *ranged.Tracker
 	oneStream bool
-	partBytes atomic.Int64 // fetched by the parts in this run
-	retryMu   sync.Mutex   // OnRetry is called by one part at a time
 }
 
 // meta is the sidecar that lets a later run resume safely.
