@@ -716,30 +716,42 @@ func (a *partsAttempt) fillPart(ctx context.Context, ch *ranged.Chunk, c *conn, 
 			// It is not asked again in this Fetch (fetch.go, fromURL).
 			return err
 		}
-		wait, ok := d.retryWait(err, failures)
-		if !ok {
+		if failures, err = a.retry(ctx, err, failures); err != nil {
 			return err
-		}
-		failures++
-		if failures > d.r.Retries {
-			return fmt.Errorf("gave up after %s: %w", units.Count(failures, "attempt", "attempts"), err)
-		}
-		if d.r.OnRetry != nil {
-			a.retryMu.Lock() // one at a time, whichever part retries
-			d.r.OnRetry(res.orig.Redacted(), d.res.Attempts, err)
-			a.retryMu.Unlock()
-		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
 		}
 	}
 	return nil
+}
+
+// retry decides whether a part's request that failed with err, after
+// failures failures that did not move the part on, is sent again: it
+// returns the failures counted with this one once the back-off has passed,
+// or the error that ends the part.
+func (a *partsAttempt) retry(ctx context.Context, err error, failures int) (int, error) {
+	d := a.d
+	wait, ok := d.retryWait(err, failures)
+	if !ok {
+		return failures, err
+	}
+	failures++
+	if failures > d.r.Retries {
+		return failures, fmt.Errorf("gave up after %s: %w", units.Count(failures, "attempt", "attempts"), err)
+	}
+	if d.r.OnRetry != nil {
+		a.retryMu.Lock() // one at a time, whichever part retries
+		d.r.OnRetry(a.res.orig.Redacted(), d.res.Attempts, err)
+		a.retryMu.Unlock()
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return failures, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return failures, nil
 }
 
 // askedURL is the url c's answer came from (after redirects), or nil.
