@@ -166,7 +166,7 @@ func (d *download) startParts(rec ranged.Record) error {
 	if d.reserved >= rec.Size {
 		err = d.f.Truncate(rec.Size) // the room is there: its size only
 	} else {
-		err = fallocate(int(d.f.Fd()), 0, 0, rec.Size)
+		err = d.r.fallocate(int(d.f.Fd()), 0, 0, rec.Size)
 	}
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		// What the first answer wrote stays a single-stream partial.

@@ -246,9 +246,6 @@ func (d *download) saveMeta(m meta) {
 	}
 }
 
-// fallocate is unix.Fallocate; tests count the calls.
-var fallocate = unix.Fallocate
-
 // reserve asks the file system for the rest of the file up front, so a
 // full disk is reported before the download rather than in the middle of
 // it. KEEP_SIZE leaves the file's size at the bytes really written.
@@ -256,7 +253,7 @@ func (d *download) reserve() error {
 	if d.r.Size <= max(d.off, d.reserved) {
 		return nil
 	}
-	err := fallocate(int(d.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, d.off, d.r.Size-d.off)
+	err := d.r.fallocate(int(d.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, d.off, d.r.Size-d.off)
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return d.noSpace()
 	}
