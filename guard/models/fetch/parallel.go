@@ -794,7 +794,8 @@ func (a *partsAttempt) acceptPart(c *conn, ch *ranged.Chunk) error {
 }
 
 // restart is an answer that shows the file changed: the attempt ends,
-// and parts drops the partial file once every connection has stopped.
+// and partsAttempt.end drops the partial file once every connection has
+// stopped.
 func restart(reason string) error { return &restartError{reason: reason} }
 
 // readPart copies a part's body to its place in the file, as far as the
