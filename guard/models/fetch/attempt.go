@@ -29,9 +29,17 @@ func (d *download) attempt(ctx context.Context, u *url.URL) error {
 	if d.r.Size > 0 && d.off == d.r.Size {
 		return d.finish(u.Redacted()) // an earlier run got every byte
 	}
+	// The two ways of filling the one partial file: in parts (parallel.go)
+	// or in one stream.
 	if d.wantsParts() {
-		return d.parts(ctx, u)
+		return d.inParts(ctx, u)
 	}
+	return d.inOneStream(ctx, u)
+}
+
+// inOneStream makes one attempt in one stream: a whole file, or the rest
+// of a single-stream partial, over one request.
+func (d *download) inOneStream(ctx context.Context, u *url.URL) error {
 	if err := d.reserve(); err != nil {
 		return err
 	}

@@ -26,6 +26,8 @@ import (
 	"net/url"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandbox-guard/guard/guard/units"
 )
 
@@ -63,6 +65,10 @@ type Request struct {
 	// PartSize is the bytes of one part of a download in parts; 0 = by
 	// the size (partSize). Tests make it small.
 	PartSize int64
+
+	// fallocate asks the file system for a file's room: unix.Fallocate
+	// when nil; the package's tests count the calls.
+	fallocate func(fd int, mode uint32, off, length int64) error
 }
 
 // Result describes a finished download.
@@ -205,6 +211,9 @@ func withDefaults(r Request) Request {
 		r.Connections = DefaultConnections
 	}
 	r.Connections = min(r.Connections, MaxConnections)
+	if r.fallocate == nil {
+		r.fallocate = unix.Fallocate
+	}
 	return r
 }
 

@@ -73,6 +73,7 @@ func TestBackoffBounds(t *testing.T) {
 // stream) or slow (the rest in parts). Asking again for room that is
 // there costs a tmpfs a pass over every page (docs/BENCHMARKS.md).
 func TestRoomIsAskedForOnce(t *testing.T) {
+	t.Parallel() // its fallocate hook is its own Request's
 	data := make([]byte, 1<<20)
 	copy(data, "GGUF\x03\x00\x00\x00")
 	for i := 8; i < len(data); i++ {
@@ -85,11 +86,10 @@ func TestRoomIsAskedForOnce(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	var calls atomic.Int32
-	fallocate = func(fd int, mode uint32, off, n int64) error {
+	fallocate := func(fd int, mode uint32, off, n int64) error {
 		calls.Add(1)
 		return unix.Fallocate(fd, mode, off, n)
 	}
-	t.Cleanup(func() { fallocate = unix.Fallocate })
 
 	for _, tt := range []struct {
 		name     string
@@ -106,6 +106,7 @@ func TestRoomIsAskedForOnce(t *testing.T) {
 				URLs: []string{srv.URL + "/m.gguf"}, Dest: dest, Size: int64(len(data)),
 				Backoff: time.Millisecond, RateWindow: 5 * time.Second,
 				FastConn: tt.fastConn, PartSize: 128 << 10, Connections: 4,
+				fallocate: fallocate,
 			})
 			if err != nil {
 				t.Fatal(err)

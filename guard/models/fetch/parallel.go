@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -165,7 +166,7 @@ func (d *download) startParts(rec ranged.Record) error {
 	if d.reserved >= rec.Size {
 		err = d.f.Truncate(rec.Size) // the room is there: its size only
 	} else {
-		err = fallocate(int(d.f.Fd()), 0, 0, rec.Size)
+		err = d.r.fallocate(int(d.f.Fd()), 0, 0, rec.Size)
 	}
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		// What the first answer wrote stays a single-stream partial.
@@ -185,11 +186,24 @@ func (d *download) startParts(rec ranged.Record) error {
 	return nil
 }
 
-// parts makes one attempt at a download in parts. A fresh one first asks
-// for the first part alone (beginParts): the answer says whether the
+// partsAttempt is one attempt at a download in parts, shared by its
+// workers: what only ranged parts need, beside the download whose partial
+// file they fill.
+type partsAttempt struct {
+	d *download
+	// rt keeps the books of the partial file; the workers share it, and
+	// only inParts's goroutine changes d.rt, once they are all done.
+	rt      *ranged.Tracker
+	res     *resolver
+	bytes   atomic.Int64 // fetched by the parts in this attempt
+	retryMu sync.Mutex   // OnRetry is called by one part at a time
+}
+
+// inParts makes one attempt at a download in parts. A fresh one first
+// asks for the first part alone (beginParts): the answer says whether the
 // source serves ranges, and if it answers 200 the file comes in one stream
 // on that very response.
-func (d *download) parts(ctx context.Context, u *url.URL) error {
+func (d *download) inParts(ctx context.Context, u *url.URL) error {
 	src := u.Redacted()
 	res := &resolver{orig: u, cur: u}
 	var first *conn
@@ -202,11 +216,9 @@ func (d *download) parts(ctx context.Context, u *url.URL) error {
 	}
 	rec := d.rt.Record()
 	conns := d.partsUnderWay(rec)
-	// The workers share rt; only this goroutine changes d.rt, once they
-	// are all done.
-	rt := d.rt
-	firstErr := d.runParts(ctx, rt, res, first, conns)
-	return d.endParts(ctx, rt, src, rec.Size, firstErr)
+	a := &partsAttempt{d: d, rt: d.rt, res: res}
+	firstErr := a.run(ctx, first, conns)
+	return a.end(ctx, src, rec.Size, firstErr)
 }
 
 // beginParts makes a fresh download's first request, a Range for the
@@ -290,10 +302,10 @@ func (d *download) partsUnderWay(rec ranged.Record) int {
 	return conns
 }
 
-// runParts fetches the parts rt has left over conns connections at once
+// run fetches the parts a.rt has left over conns connections at once
 // and returns the first error of any; first, when set, is the open answer
 // for part 0, given to the first worker.
-func (d *download) runParts(ctx context.Context, rt *ranged.Tracker, res *resolver, first *conn, conns int) error {
+func (a *partsAttempt) run(ctx context.Context, first *conn, conns int) error {
 	defer func() {
 		if first != nil {
 			first.close()
@@ -315,29 +327,30 @@ func (d *download) runParts(ctx context.Context, rt *ranged.Tracker, res *resolv
 		if i == 0 && first != nil {
 			// The first request's answer is for part 0: its worker
 			// holds part 0 before any other can claim it.
-			c0, ok := rt.Claim()
+			c0, ok := a.rt.Claim()
 			if ok && c0.Index == 0 {
 				c, ch, first = first, &c0, nil
 			} else if ok {
-				rt.Release(c0)
+				a.rt.Release(c0)
 			}
 		}
 		wg.Go(func() {
-			if err := d.worker(pctx, rt, res, c, ch); err != nil {
+			if err := a.worker(pctx, c, ch); err != nil {
 				fail(err)
 			}
 		})
 	}
 	wg.Wait()
-	d.res.Bytes += d.partBytes.Swap(0)
+	a.d.res.Bytes += a.bytes.Swap(0)
 	return firstErr
 }
 
-// endParts ends an attempt in parts whose workers are done, firstErr the
+// end ends an attempt in parts whose workers are done, firstErr the
 // first error of any: the file of size bytes is installed when every part
 // is there, else what the parts wrote is kept, or discarded when it is
 // not the file.
-func (d *download) endParts(ctx context.Context, rt *ranged.Tracker, src string, size int64, firstErr error) error {
+func (a *partsAttempt) end(ctx context.Context, src string, size int64, firstErr error) error {
+	d, rt := a.d, a.rt
 	if firstErr != nil {
 		var (
 			rs  *restartError
@@ -549,7 +562,8 @@ func (r *resolver) again(u *url.URL) bool {
 // sends its request, so that the server's wait before the first byte
 // overlaps the end of the transfer instead of following it: a worker then
 // has a second request open for that moment (Connections counts workers).
-func (d *download) worker(ctx context.Context, rt *ranged.Tracker, res *resolver, c *conn, ch *ranged.Chunk) error {
+func (a *partsAttempt) worker(ctx context.Context, c *conn, ch *ranged.Chunk) error {
+	rt := a.rt
 	buf := make([]byte, partBuf)
 	if c != nil {
 		// The first answer was asked for before the parts' context
@@ -570,7 +584,7 @@ func (d *download) worker(ctx context.Context, rt *ranged.Tracker, res *resolver
 	}()
 	askNext := func() {
 		if next == nil {
-			next = d.askAhead(ctx, rt, res)
+			next = a.askAhead(ctx)
 		}
 	}
 	for {
@@ -588,7 +602,7 @@ func (d *download) worker(ctx context.Context, rt *ranged.Tracker, res *resolver
 				ch = &n
 			}
 		}
-		err := d.fillPart(ctx, rt, ch, res, c, cerr, buf, askNext)
+		err := a.fillPart(ctx, ch, c, cerr, buf, askNext)
 		c = nil
 		rt.Release(*ch)
 		ch = nil
@@ -609,28 +623,29 @@ type ahead struct {
 
 // askAhead claims the next part and sends its request on a goroutine of
 // its own; nil when no part is left.
-func (d *download) askAhead(ctx context.Context, rt *ranged.Tracker, res *resolver) *ahead {
-	ch, ok := rt.Claim()
+func (a *partsAttempt) askAhead(ctx context.Context) *ahead {
+	ch, ok := a.rt.Claim()
 	if !ok {
 		return nil
 	}
-	a := &ahead{ch: ch, done: make(chan struct{})}
+	next := &ahead{ch: ch, done: make(chan struct{})}
 	go func() {
-		defer close(a.done)
-		a.c, a.err = d.openPart(ctx, rt, &a.ch, res)
+		defer close(next.done)
+		next.c, next.err = a.openPart(ctx, &next.ch)
 	}()
-	return a
+	return next
 }
 
 // openPart sends the request for the rest of part ch and checks its
 // answer. On an error the conn, if any, is returned closed: its url says
 // where a 403 came from.
-func (d *download) openPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.Chunk, res *resolver) (*conn, error) {
+func (a *partsAttempt) openPart(ctx context.Context, ch *ranged.Chunk) (*conn, error) {
+	res := a.res
 	u, ask, err := res.url(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c, err := d.open(ctx, u, res.orig.Redacted(), ch.Next, ch.End-1, rt.Record().Validator())
+	c, err := a.d.open(ctx, u, res.orig.Redacted(), ch.Next, ch.End-1, a.rt.Record().Validator())
 	if ask {
 		if err != nil {
 			res.answered(nil)
@@ -641,7 +656,7 @@ func (d *download) openPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.
 	if err != nil {
 		return nil, err
 	}
-	if err := d.acceptPart(c, rt, ch); err != nil {
+	if err := a.acceptPart(c, ch); err != nil {
 		c.close()
 		return c, err
 	}
@@ -652,7 +667,8 @@ func (d *download) openPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.
 // moved the part on does not use one up. c (or its error cerr) is the
 // part's first request when it was sent already; askNext is called once a
 // body is near its part's end.
-func (d *download) fillPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.Chunk, res *resolver, c *conn, cerr error, buf []byte, askNext func()) error {
+func (a *partsAttempt) fillPart(ctx context.Context, ch *ranged.Chunk, c *conn, cerr error, buf []byte, askNext func()) error {
+	d, res := a.d, a.res
 	defer func() {
 		if c != nil {
 			c.close()
@@ -666,11 +682,11 @@ func (d *download) fillPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.
 		case cerr != nil:
 			err, cerr = cerr, nil
 		case c == nil:
-			c, err = d.openPart(ctx, rt, ch, res)
+			c, err = a.openPart(ctx, ch)
 		}
 		before := ch.Next
 		if err == nil {
-			err = d.readPart(ctx, c, rt, ch, buf, askNext)
+			err = a.readPart(ctx, c, ch, buf, askNext)
 			c.close()
 			if err == nil {
 				c = nil
@@ -700,30 +716,42 @@ func (d *download) fillPart(ctx context.Context, rt *ranged.Tracker, ch *ranged.
 			// It is not asked again in this Fetch (fetch.go, fromURL).
 			return err
 		}
-		wait, ok := d.retryWait(err, failures)
-		if !ok {
+		if failures, err = a.retry(ctx, err, failures); err != nil {
 			return err
-		}
-		failures++
-		if failures > d.r.Retries {
-			return fmt.Errorf("gave up after %s: %w", units.Count(failures, "attempt", "attempts"), err)
-		}
-		if d.r.OnRetry != nil {
-			d.retryMu.Lock() // one at a time, whichever part retries
-			d.r.OnRetry(res.orig.Redacted(), d.res.Attempts, err)
-			d.retryMu.Unlock()
-		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
 		}
 	}
 	return nil
+}
+
+// retry decides whether a part's request that failed with err, after
+// failures failures that did not move the part on, is sent again: it
+// returns the failures counted with this one once the back-off has passed,
+// or the error that ends the part.
+func (a *partsAttempt) retry(ctx context.Context, err error, failures int) (int, error) {
+	d := a.d
+	wait, ok := d.retryWait(err, failures)
+	if !ok {
+		return failures, err
+	}
+	failures++
+	if failures > d.r.Retries {
+		return failures, fmt.Errorf("gave up after %s: %w", units.Count(failures, "attempt", "attempts"), err)
+	}
+	if d.r.OnRetry != nil {
+		a.retryMu.Lock() // one at a time, whichever part retries
+		d.r.OnRetry(a.res.orig.Redacted(), d.res.Attempts, err)
+		a.retryMu.Unlock()
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return failures, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return failures, nil
 }
 
 // askedURL is the url c's answer came from (after redirects), or nil.
@@ -739,16 +767,16 @@ func askedURL(c *conn) *url.URL {
 // If-Range validator no longer matches, or ranges are no longer served),
 // a 416 or another validator means the file changed: every part starts
 // over. A Content-Range that is not the one asked is retried.
-func (d *download) acceptPart(c *conn, rt *ranged.Tracker, ch *ranged.Chunk) error {
+func (a *partsAttempt) acceptPart(c *conn, ch *ranged.Chunk) error {
 	resp := c.resp
-	rec := rt.Record()
+	rec := a.rt.Record()
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 	case http.StatusOK, http.StatusRequestedRangeNotSatisfiable:
 		return restart(fmt.Sprintf("%s answered a range of bytes %d-%d with %d %s: the file changed or ranges are no longer served; starting over",
 			c.src, ch.Next, ch.End-1, resp.StatusCode, http.StatusText(resp.StatusCode)))
 	default:
-		return statusError(resp, c.src, d.r.Token != "")
+		return statusError(resp, c.src, a.d.r.Token != "")
 	}
 	start, end, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
 	if ok && total >= 0 && total != rec.Size {
@@ -766,13 +794,15 @@ func (d *download) acceptPart(c *conn, rt *ranged.Tracker, ch *ranged.Chunk) err
 }
 
 // restart is an answer that shows the file changed: the attempt ends,
-// and parts drops the partial file once every connection has stopped.
+// and partsAttempt.end drops the partial file once every connection has
+// stopped.
 func restart(reason string) error { return &restartError{reason: reason} }
 
 // readPart copies a part's body to its place in the file, as far as the
 // part goes. The first bytes of the file are checked first: an error page
 // must never be saved as the file.
-func (d *download) readPart(ctx context.Context, c *conn, rt *ranged.Tracker, ch *ranged.Chunk, buf []byte, askNext func()) error {
+func (a *partsAttempt) readPart(ctx context.Context, c *conn, ch *ranged.Chunk, buf []byte, askNext func()) error {
+	d, rt := a.d, a.rt
 	body := io.LimitReader(c.w.reader(c.resp.Body), ch.End-ch.Next)
 	fill := 0
 	start, from := time.Now(), ch.Next
@@ -796,11 +826,11 @@ func (d *download) readPart(ctx context.Context, c *conn, rt *ranged.Tracker, ch
 			}
 		}
 		fill = n
-		d.counted(n)
+		a.counted(n)
 		if err != nil { // the body ended within its first bytes
 			if n > 0 {
 				if werr := rt.Write(ch, buf[:n]); werr != nil {
-					return d.writeFailed(rt, werr)
+					return a.writeFailed(werr)
 				}
 			}
 			if ch.Next == ch.End {
@@ -812,10 +842,10 @@ func (d *download) readPart(ctx context.Context, c *conn, rt *ranged.Tracker, ch
 	for {
 		n, err := body.Read(buf[fill:])
 		fill += n
-		d.counted(n)
+		a.counted(n)
 		if fill == len(buf) || (err != nil && fill > 0) {
 			if werr := rt.Write(ch, buf[:fill]); werr != nil {
-				return d.writeFailed(rt, werr)
+				return a.writeFailed(werr)
 			}
 			fill = 0
 			if askNext != nil && near() {
@@ -832,13 +862,13 @@ func (d *download) readPart(ctx context.Context, c *conn, rt *ranged.Tracker, ch
 	}
 }
 
-func (d *download) counted(n int) {
+func (a *partsAttempt) counted(n int) {
 	if n <= 0 {
 		return
 	}
-	d.partBytes.Add(int64(n))
-	if d.rep != nil {
-		d.rep.Add(int64(n))
+	a.bytes.Add(int64(n))
+	if a.d.rep != nil {
+		a.d.rep.Add(int64(n))
 	}
 }
 
@@ -855,11 +885,11 @@ func (d *download) partEnded(ctx context.Context, c *conn, ch *ranged.Chunk, err
 
 // writeFailed words a failed write of a part. A full disk keeps the
 // partial file and its record: the download resumes once there is room.
-func (d *download) writeFailed(rt *ranged.Tracker, err error) error {
+func (a *partsAttempt) writeFailed(err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return d.noSpace() // d.rt is rt
+		return a.d.noSpace() // a.d.rt is a.rt
 	}
-	return &fatalError{fmt.Errorf("write %s: %w", d.partial, err)}
+	return &fatalError{fmt.Errorf("write %s: %w", a.d.partial, err)}
 }
 
 // PartialBytes is how many bytes of dest a partial download holds: what

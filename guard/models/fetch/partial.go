@@ -13,8 +13,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,11 +59,10 @@ type download struct {
 
 	// A download in parts (parallel.go): rt keeps the books of the
 	// partial file while it is one; oneStream says this Fetch's source
-	// answered ranges wrongly, so it is fetched in one stream.
+	// answered ranges wrongly, so it is fetched in one stream. What only
+	// an attempt in parts needs is a partsAttempt's.
 	rt        *ranged.Tracker
 	oneStream bool
-	partBytes atomic.Int64 // fetched by the parts in this run
-	retryMu   sync.Mutex   // OnRetry is called by one part at a time
 }
 
 // meta is the sidecar that lets a later run resume safely.
@@ -249,9 +246,6 @@ func (d *download) saveMeta(m meta) {
 	}
 }
 
-// fallocate is unix.Fallocate; tests count the calls.
-var fallocate = unix.Fallocate
-
 // reserve asks the file system for the rest of the file up front, so a
 // full disk is reported before the download rather than in the middle of
 // it. KEEP_SIZE leaves the file's size at the bytes really written.
@@ -259,7 +253,7 @@ func (d *download) reserve() error {
 	if d.r.Size <= max(d.off, d.reserved) {
 		return nil
 	}
-	err := fallocate(int(d.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, d.off, d.r.Size-d.off)
+	err := d.r.fallocate(int(d.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, d.off, d.r.Size-d.off)
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return d.noSpace()
 	}
