@@ -177,7 +177,7 @@ func (e *Engine) healDetached(ctx context.Context, caller string, spec jobSpec, 
 // follow waits for the job's heal, with its messages and a progress line,
 // until it ends, ctx ends or it plainly cannot end in time.
 func (e *Engine) follow(ctx context.Context, rec healjob.Record) (healjob.Status, error) {
-	rep := progress.Start(e.c.Stderr, "waiting for "+rec.What, 0, e.c.ProgressEvery)
+	rep := progress.Start(e.c.Stderr, "waiting for "+rec.What, 0, e.pace)
 	began := time.Now()
 	var s healjob.Status
 	err := underSignals(ctx, func(ctx context.Context) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
 	"github.com/sandbox-guard/guard/guard/models"
+	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/promptcache"
 	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/runner"
@@ -32,6 +33,9 @@ import (
 type Engine struct {
 	c   *Config
 	log *heallog.Log
+	// pace is how the heals' progress is told: lines every
+	// GUARD_PROGRESS_EVERY, or a detached heal's job record (RunJob).
+	pace progress.Pace
 
 	// The engine's reach beyond files, replaced by unit tests so that the
 	// call path runs without starting a process.
@@ -65,15 +69,29 @@ func New(c *Config) *Engine {
 	log := heallog.New(c.LogPath, c.Stderr)
 	log.Fallback = c.LogFallback
 	log.Install = installMark(c.StateDir)
-	e := &Engine{c: c, log: log, exec: runner.Exec, run: runner.Run}
+	e := &Engine{c: c, log: log, exec: runner.Exec, run: runner.Run, pace: progress.Pace{Every: c.ProgressEvery}}
+	e.wire()
+	e.jobs = spawner{c}
+	return e
+}
+
+// wire makes the collaborators anew, each built on its first use.
+func (e *Engine) wire() {
 	e.models = sync.OnceValue(func() *models.Healer { return newModels(e) })
 	e.stash = sync.OnceValue(func() *stash.Store { return newStash(e) })
 	e.registry = sync.OnceValue(func() *registry.Client { return newRegistry(e) })
 	e.speeds = sync.OnceValue(func() *speed.Store { return newSpeeds(e) })
 	e.prompts = sync.OnceValue(func() *promptcache.Store { return newPromptCache(e) })
 	e.binaries = e.builder()
-	e.jobs = spawner{c}
-	return e
+}
+
+// observeProgress sends the progress of every later heal of this engine
+// to f instead of lines: a detached heal's job record, which the call that
+// waits on it draws. The collaborators carry the pace they were made with,
+// so they are made again.
+func (e *Engine) observeProgress(f func(progress.Snapshot)) {
+	e.pace.Observe = f
+	e.wire()
 }
 
 // Config is the configuration the engine works on.
@@ -161,17 +179,17 @@ func (e *Engine) mendShims() {
 // builder is the build and package healer over guard's state folder.
 func (e *Engine) builder() *builds.Builder {
 	return &builds.Builder{
-		StateDir:      e.c.StateDir,
-		Log:           e.Event,
-		Stderr:        e.c.Stderr,
-		Package:       e.c.M.Package,
-		HealTimeout:   e.c.M.Budget.Heal.D(),
-		Grace:         e.c.M.Budget.Grace.D(),
-		Env:           e.c.Env,
-		ProgressEvery: e.c.ProgressEvery,
-		Stash:         e.Stash(),
-		Tools:         e.toolsBuiltBy,
-		PushTo:        e.pushInBackground,
+		StateDir:    e.c.StateDir,
+		Log:         e.Event,
+		Stderr:      e.c.Stderr,
+		Package:     e.c.M.Package,
+		HealTimeout: e.c.M.Budget.Heal.D(),
+		Grace:       e.c.M.Budget.Grace.D(),
+		Env:         e.c.Env,
+		Pace:        e.pace,
+		Stash:       e.Stash(),
+		Tools:       e.toolsBuiltBy,
+		PushTo:      e.pushInBackground,
 	}
 }
 
@@ -209,13 +227,13 @@ func (e *Engine) RetryPush(rec *manifest.Build) (stash.PendingPush, bool, error)
 // newModels is the model healer Models returns.
 func newModels(e *Engine) *models.Healer {
 	return &models.Healer{
-		StateDir:      e.c.StateDir,
-		Log:           e.Event,
-		Stderr:        e.c.Stderr,
-		HealTimeout:   e.c.M.Budget.Heal.D(),
-		Token:         e.c.HFToken,
-		ProgressEvery: e.c.ProgressEvery,
-		Registry:      e.Registry(),
+		StateDir:    e.c.StateDir,
+		Log:         e.Event,
+		Stderr:      e.c.Stderr,
+		HealTimeout: e.c.M.Budget.Heal.D(),
+		Token:       e.c.HFToken,
+		Pace:        e.pace,
+		Registry:    e.Registry(),
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"syscall"
 
 	"github.com/sandbox-guard/guard/guard/healjob"
-	"github.com/sandbox-guard/guard/guard/progress"
 )
 
 // RunJob is `guard heal --job SPEC [--for CALLER]`: the detached heal
@@ -42,7 +41,7 @@ func (e *Engine) RunJob(ctx context.Context, arg, caller string) (ok bool, err e
 	if err != nil {
 		return false, err
 	}
-	progress.Observe(j.Progress)
+	e.observeProgress(j.Progress)
 	// Its events say that a call started it and left it running, and name
 	// that call's tool (the spec's caller), not "guard heal".
 	e.log.Detached = true

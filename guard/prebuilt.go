@@ -106,8 +106,8 @@ func (e *Engine) preparePrebuilt(ctx context.Context, rec *manifest.Build) (preb
 			Token: cmp.Or(e.c.Getenv("GITHUB_TOKEN"), e.c.Getenv("GH_TOKEN")),
 			Dir:   prebuilt.APIDir(e.c.StateDir),
 		},
-		Progress:      e.c.Stderr,
-		ProgressEvery: e.c.ProgressEvery,
+		Progress: e.c.Stderr,
+		Pace:     e.pace,
 	})
 }
 

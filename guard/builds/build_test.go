@@ -329,7 +329,7 @@ func TestBuildShowsProgress(t *testing.T) {
 	dir := t.TempDir()
 	guardtest.WriteFile(t, filepath.Join(dir, "step.sh"), "echo '[ 50%] Building C object main.c.o'\nsleep 1\n", 0o644)
 	b, stderr, _ := newBuilder(t, "")
-	b.ProgressEvery = 20 * time.Millisecond
+	b.Pace.Every = 20 * time.Millisecond
 	rec := &manifest.Build{Name: "prog", Dir: dir, Steps: [][]string{{"true"}, {"sh", "step.sh"}}}
 	if err := b.Build(context.Background(), "x", rec, ""); err != nil {
 		t.Fatal(err)

@@ -44,10 +44,10 @@ type Builder struct {
 	Package     func(command string) string // the Debian package of a command (manifest [packages]); nil or "": the command's name
 	HealTimeout time.Duration               // bound on a build or install, lock wait included; 0 = none
 	Grace       time.Duration               // between SIGTERM and SIGKILL of a stopped step's group; 0 = 3s
-	// ProgressEvery is how often a progress line is printed off a
-	// terminal; 0 is progress.DefaultEvery.
-	ProgressEvery time.Duration
-	Env           []string // base environment for steps; nil = os.Environ()
+	// Pace is how often a progress line is printed off a terminal (0:
+	// progress.DefaultEvery), or who observes it instead (a detached heal).
+	Pace progress.Pace
+	Env  []string // base environment for steps; nil = os.Environ()
 	// Stash keeps what good builds made and restores it before a build
 	// (stash.go); nil = no stash. Tools lists the paths of the manifest's
 	// tools a recipe builds, the binaries its entry keeps; nil = the
@@ -184,7 +184,7 @@ func (b *Builder) rebuild(ctx context.Context, j job, reason string, limit time.
 	fmt.Fprintf(b.stderr(), "guard: rebuilding %s (%s: %s); log: %s\n", name, what, reason, logPath)
 	fmt.Fprintf(logf, "== guard: build %s at %s (%s: %s)\n", name, time.Now().Format(time.RFC3339), what, reason)
 
-	rep := progress.Start(b.stderr(), "building "+name, 0, b.ProgressEvery)
+	rep := progress.Start(b.stderr(), "building "+name, 0, b.Pace)
 	cold := FromNothing(rec) // before the clone: a clone makes a build from nothing too
 	if took, ok := Expected(b.StateDir, rec); ok {
 		rep.Expect(took) // the time left is the last good build's (of this kind) share still to do

@@ -164,7 +164,7 @@ func (b *Builder) aptInstall(ctx context.Context, pkgs []string) error {
 	defer logf.Close()
 	fmt.Fprintf(b.stderr(), "guard: installing %s; log: %s\n", list, logPath)
 	fmt.Fprintf(logf, "== guard: install %s at %s\n", list, time.Now().Format(time.RFC3339))
-	rep := progress.Start(b.stderr(), "installing "+list, 0, b.ProgressEvery)
+	rep := progress.Start(b.stderr(), "installing "+list, 0, b.Pace)
 	out := &tailWriter{w: logf}
 
 	runLogged := func(argv []string, label string) (string, error) {

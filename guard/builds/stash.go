@@ -85,7 +85,7 @@ func (b *Builder) restoreKeyed(ctx context.Context, j job, key stash.Key, err er
 	if err == nil {
 		// The phase a detached heal's record shows: the calls waiting for
 		// it say a restore runs, not a build (guard.doing).
-		rep := progress.Start(b.stderr(), "restoring "+name, 0, b.ProgressEvery)
+		rep := progress.Start(b.stderr(), "restoring "+name, 0, b.Pace)
 		rep.SetStatus(restoring(rec))
 		got, err = b.Stash.Restore(ctx, rec.Name, key, rec.Dir, rec.Outputs, rec.StashFrom)
 		rep.Stop("")

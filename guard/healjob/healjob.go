@@ -256,7 +256,7 @@ func (j *Job) SetPID(pid int) {
 	j.rec.PID = pid
 }
 
-// Progress records where the heal stands (progress.Observe calls it).
+// Progress records where the heal stands (a progress.Pace observer: each reporter of the detached heal calls it).
 func (j *Job) Progress(s progress.Snapshot) {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -25,6 +25,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
 	"github.com/sandbox-guard/guard/guard/models/verify"
+	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/registry"
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/guard/units"
@@ -54,7 +55,7 @@ type Healer struct {
 	Client         *http.Client        // nil = fetch.DefaultClient()
 	FetchBackoff   time.Duration       // base retry back-off of a download (tests use ms)
 	RateWindow     time.Duration       // a download under fetch.DefaultMinRate over this window is retried; 0 = fetch's default
-	ProgressEvery  time.Duration       // progress line interval off a terminal; 0 = progress's default
+	Pace           progress.Pace       // progress line interval off a terminal, or its observer (progress.Pace)
 	Registry       *registry.Client    // reaches oci:// urls (registry.go); nil = they fail
 }
 
@@ -275,7 +276,7 @@ func (h *Healer) download(ctx context.Context, tool string, m *manifest.Model, p
 	}
 	res, err := fetch.Fetch(ctx, fetch.Request{
 		URLs: urls, Dest: dest, Size: m.Size, SHA256: sha,
-		Token: h.Token, Client: client, Progress: h.Stderr, ProgressEvery: h.ProgressEvery,
+		Token: h.Token, Client: client, Progress: h.Stderr, Pace: h.Pace,
 		Backoff: h.FetchBackoff, RateWindow: h.RateWindow, Connections: m.Connections,
 		OnRetry: func(url string, attempt int, err error) {
 			// A Retry-After or a back-off can be long: say why nothing moves.

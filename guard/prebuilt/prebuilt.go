@@ -30,6 +30,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
+	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/resolve"
 	"github.com/sandbox-guard/guard/guard/state"
 	"github.com/sandbox-guard/guard/manifest"
@@ -71,8 +72,8 @@ type Request struct {
 	Client   *Client
 	GOARCH   string // "" = this machine's
 
-	Progress      io.Writer // the download's progress lines; nil = none
-	ProgressEvery time.Duration
+	Progress io.Writer     // the download's progress lines; nil = none
+	Pace     progress.Pace // their interval off a terminal, or their observer
 }
 
 // Ready is a prebuilt unpacked and checked, ready for calls.
@@ -228,7 +229,7 @@ func (r Request) install(ctx context.Context, dir, tag string, asset Asset, sum 
 	archive := filepath.Join(downloads, filepath.Base(asset.Name))
 	_, err := fetch.Fetch(ctx, fetch.Request{
 		URLs: []string{asset.URL}, Dest: archive, Size: asset.Size, SHA256: sum,
-		Progress: r.Progress, ProgressEvery: r.ProgressEvery, Retries: 2,
+		Progress: r.Progress, Pace: r.Pace, Retries: 2,
 	})
 	var mismatch *fetch.MismatchError
 	switch {

@@ -12,7 +12,7 @@ import (
 // attempt's rate counts only its own time.
 func TestETADuringRetryBackoff(t *testing.T) {
 	t.Parallel()
-	r := Start(&bytes.Buffer{}, "downloading m.gguf", 1000, time.Hour)
+	r := Start(&bytes.Buffer{}, "downloading m.gguf", 1000, Pace{Every: time.Hour})
 	defer r.Stop("")
 	r.Add(400)
 	r.mu.Lock()
@@ -42,7 +42,7 @@ func TestETADuringRetryBackoff(t *testing.T) {
 func TestBuildPercentNeverGoesBack(t *testing.T) {
 	t.Parallel()
 	clock := time.Unix(0, 0)
-	r := start(&bytes.Buffer{}, false, "building llama-cpp", 0, nil, func() time.Time { return clock })
+	r := start(&bytes.Buffer{}, false, "building llama-cpp", 0, timing{nil, func() time.Time { return clock }}, nil)
 	defer r.Stop("")
 	var seen []float64
 	for _, line := range []string{
@@ -74,7 +74,7 @@ func TestBuildPercentNeverGoesBack(t *testing.T) {
 func TestFirstBuildEstimatesFromItsOwnRate(t *testing.T) {
 	t.Parallel()
 	clock := time.Unix(0, 0)
-	r := start(&bytes.Buffer{}, false, "building llama-cpp", 0, nil, func() time.Time { return clock })
+	r := start(&bytes.Buffer{}, false, "building llama-cpp", 0, timing{nil, func() time.Time { return clock }}, nil)
 	defer r.Stop("")
 	r.SetStatus("[ 10%] Building C object a.o")
 	clock = clock.Add(10 * time.Second)
@@ -106,7 +106,7 @@ func TestFirstBuildEstimatesFromItsOwnRate(t *testing.T) {
 func TestABuildPastItsExpectationSaysSoAndGoesByItsRate(t *testing.T) {
 	t.Parallel()
 	clock := time.Unix(0, 0)
-	r := start(&bytes.Buffer{}, false, "building llama-cpp", 0, nil, func() time.Time { return clock })
+	r := start(&bytes.Buffer{}, false, "building llama-cpp", 0, timing{nil, func() time.Time { return clock }}, nil)
 	defer r.Stop("")
 	r.Expect(50 * time.Second)
 	clock = clock.Add(30 * time.Second)

@@ -35,7 +35,7 @@ func TestFollowedLinesCarryPercentAndTimeLeft(t *testing.T) {
 	}
 	out := make(lineWriter)
 	c := &fakeClock{t: time.Unix(1e9, 0), tick: make(chan time.Time)}
-	r := start(out, false, "rebuilding demo in the background", 0, c.tick, c.now)
+	r := start(out, false, "rebuilding demo in the background", 0, timing{c.tick, c.now}, nil)
 	var got []string
 	for _, s := range []Snapshot{
 		{Percent: 30, Left: 7 * time.Second, Status: "[ 30%] cc obj3.o"},
@@ -60,7 +60,7 @@ func TestFollowedLinesCarryPercentAndTimeLeft(t *testing.T) {
 func TestFollowedLineOnATerminalHasABar(t *testing.T) {
 	t.Parallel()
 	c := &fakeClock{t: time.Unix(1e9, 0), tick: make(chan time.Time)}
-	r := start(&guardtest.Buffer{}, true, "building demo", 0, c.tick, c.now)
+	r := start(&guardtest.Buffer{}, true, "building demo", 0, timing{c.tick, c.now}, nil)
 	defer r.Stop("")
 	r.Show(Snapshot{Percent: 50, Left: -1})
 	if line := r.Line(); line != "guard: building demo [==========          ]  50% (0s)" {
@@ -89,7 +89,7 @@ func TestBuildPercentAndTimeLeft(t *testing.T) {
 		}
 	}
 	c := &fakeClock{t: time.Unix(1e9, 0), tick: make(chan time.Time)}
-	r := start(&guardtest.Buffer{}, false, "building demo", 0, c.tick, c.now)
+	r := start(&guardtest.Buffer{}, false, "building demo", 0, timing{c.tick, c.now}, nil)
 	defer r.Stop("")
 	r.Expect(10 * time.Second)
 	c.t = c.t.Add(2 * time.Second)
@@ -107,7 +107,7 @@ func TestBuildPercentAndTimeLeft(t *testing.T) {
 func TestDownloadTimeLeftFollowsTheRecentRate(t *testing.T) {
 	t.Parallel()
 	c := &fakeClock{t: time.Unix(1e9, 0), tick: make(chan time.Time)}
-	r := start(&guardtest.Buffer{}, false, "downloading m.gguf", 1000_000, c.tick, c.now)
+	r := start(&guardtest.Buffer{}, false, "downloading m.gguf", 1000_000, timing{c.tick, c.now}, nil)
 	defer r.Stop("")
 	r.Add(600_000) // the burst, in no time
 	r.Snapshot()
@@ -119,5 +119,34 @@ func TestDownloadTimeLeftFollowsTheRecentRate(t *testing.T) {
 	// 370 kB at 10 kB/s, not at the 210 kB/s of the whole attempt.
 	if s := r.Snapshot(); s.Left != 37*time.Second {
 		t.Fatalf("left %v", s.Left)
+	}
+}
+
+// Each reporter observes through its own Pace, not a setting of the
+// process: two heals side by side keep their snapshots apart, an observed
+// reporter prints no line, and its last word clears its phase.
+func TestObserversArePerReporter(t *testing.T) {
+	t.Parallel()
+	type seen struct{ a, b []Snapshot }
+	var got seen
+	var outA, outB guardtest.Buffer
+	ca := &fakeClock{t: time.Unix(1e9, 0), tick: make(chan time.Time)}
+	cb := &fakeClock{t: time.Unix(1e9, 0), tick: make(chan time.Time)}
+	a := start(&outA, false, "building a", 0, timing{ca.tick, ca.now}, func(s Snapshot) { got.a = append(got.a, s) })
+	b := start(&outB, false, "downloading b", 100, timing{cb.tick, cb.now}, func(s Snapshot) { got.b = append(got.b, s) })
+	a.SetStatus("[ 40%] cc a.o")
+	b.Add(25)
+	ca.tick <- ca.t // handed over only once the loop took it
+	cb.tick <- cb.t
+	a.Stop("")
+	b.Stop("")
+	if len(got.a) != 2 || got.a[0].Percent != 40 || got.a[0].Status == "" || got.a[1].Status != "" {
+		t.Errorf("a observed %+v, want its 40%% and then a last word with no phase", got.a)
+	}
+	if len(got.b) != 2 || got.b[0].Percent != 25 {
+		t.Errorf("b observed %+v, want its own 25%%", got.b)
+	}
+	if outA.String() != "" || outB.String() != "" {
+		t.Errorf("an observed reporter printed %q and %q", outA.String(), outB.String())
 	}
 }

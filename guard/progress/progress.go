@@ -53,14 +53,26 @@ func IsTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// Start begins reporting label to w. total is the byte count expected, or 0
-// for a task reported by SetStatus lines. every is how often a line is
-// printed when w is not a terminal (0: DefaultEvery); a terminal gets a
+// Pace is how a Reporter speaks when no one watches a terminal: a line
+// every Every (0: DefaultEvery), or, when Observe is set, each snapshot
+// handed to Observe once a second instead of any line. A detached heal (one
+// process, one heal) sets Observe: its progress is its job record, and the
+// call that waits on it draws the line. It is a value its owner passes
+// down (the engine to its healers, a healer to its downloads), so two
+// heals in one process never share it.
+type Pace struct {
+	Every   time.Duration
+	Observe func(Snapshot)
+}
+
+// Start begins reporting label to w at pace. total is the byte count
+// expected, or 0 for a task reported by SetStatus lines. A terminal gets a
 // bar redrawn five times a second.
-func Start(w io.Writer, label string, total int64, every time.Duration) *Reporter {
+func Start(w io.Writer, label string, total int64, pace Pace) *Reporter {
 	tty := IsTerminal(w)
+	every := pace.Every
 	switch {
-	case observer() != nil:
+	case pace.Observe != nil:
 		every = time.Second // a detached heal's record: fresh for the call that reads it
 	case tty:
 		every = 200 * time.Millisecond
@@ -68,18 +80,24 @@ func Start(w io.Writer, label string, total int64, every time.Duration) *Reporte
 		every = DefaultEvery
 	}
 	t := time.NewTicker(every)
-	r := start(w, tty, label, total, t.C, time.Now)
+	r := start(w, tty, label, total, timing{t.C, time.Now}, pace.Observe)
 	go func() { r.wg.Wait(); t.Stop() }()
 	return r
 }
 
-// start is Start on a clock of the caller's: a line at each tick, the
-// elapsed time and the ETA from now.
-func start(w io.Writer, tty bool, label string, total int64, tick <-chan time.Time, now func() time.Time) *Reporter {
-	r := &Reporter{w: w, tty: tty, label: label, total: total, now: now, start: now(), percent: -1, stop: make(chan struct{})}
-	observe := observer()
+// timing is the clock a Reporter runs on: a line (or a snapshot) at each
+// tick, the elapsed time and the ETA from now. Tests move their own.
+type timing struct {
+	tick <-chan time.Time
+	now  func() time.Time
+}
+
+// start is Start on a clock of the caller's: a line at each tick, or a
+// snapshot to observe when it is set.
+func start(w io.Writer, tty bool, label string, total int64, clock timing, observe func(Snapshot)) *Reporter {
+	r := &Reporter{w: w, tty: tty, label: label, total: total, now: clock.now, start: clock.now(), percent: -1, stop: make(chan struct{})}
 	r.wg.Add(1)
-	go r.loop(tick, observe)
+	go r.loop(clock.tick, observe)
 	return r
 }
 

@@ -13,7 +13,7 @@ import (
 func TestPlainLinesWhenNotATerminal(t *testing.T) {
 	t.Parallel()
 	var out guardtest.Buffer
-	r := progress.Start(&out, "downloading m.gguf", 1000, 20*time.Millisecond)
+	r := progress.Start(&out, "downloading m.gguf", 1000, progress.Pace{Every: 20 * time.Millisecond})
 	r.Add(500)
 	time.Sleep(120 * time.Millisecond)
 	r.Stop("guard: done")
@@ -28,7 +28,7 @@ func TestPlainLinesWhenNotATerminal(t *testing.T) {
 
 func TestStatusLine(t *testing.T) {
 	t.Parallel()
-	r := progress.Start(&bytes.Buffer{}, "building llama-cpp", 0, 0)
+	r := progress.Start(&bytes.Buffer{}, "building llama-cpp", 0, progress.Pace{})
 	r.SetStatus("step 2/2\r")
 	line := r.Line()
 	r.Stop("")

@@ -138,24 +138,3 @@ func ParsePercent(line string) (float64, bool) {
 	}
 	return float64(done) * 100 / float64(total), true
 }
-
-var (
-	observeMu sync.Mutex
-	observe   func(Snapshot)
-)
-
-// Observe sends every later Reporter's snapshots, at each tick and when it
-// stops, to f instead of printing a line every few seconds. A detached heal
-// (one process, one heal) calls it once: its progress is its job record,
-// and the call that waits on it draws the line.
-func Observe(f func(Snapshot)) {
-	observeMu.Lock()
-	observe = f
-	observeMu.Unlock()
-}
-
-func observer() func(Snapshot) {
-	observeMu.Lock()
-	defer observeMu.Unlock()
-	return observe
-}

@@ -28,6 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/units"
 )
 
@@ -41,11 +42,11 @@ type Request struct {
 
 	Client   *http.Client // nil = DefaultClient()
 	Progress io.Writer    // where progress lines go (stderr); nil = none
-	// ProgressEvery is how often a progress line is printed off a
-	// terminal; 0 is progress.DefaultEvery.
-	ProgressEvery time.Duration
-	Retries       int // per URL; 0 = 5, negative = none
-	Backoff       time.Duration
+	// Pace is how often a progress line is printed off a terminal (0:
+	// progress.DefaultEvery), or who observes it instead (a detached heal).
+	Pace    progress.Pace
+	Retries int // per URL; 0 = 5, negative = none
+	Backoff time.Duration
 	// MinRate (bytes/s) and RateWindow are the stall rule: an attempt
 	// that got fewer than MinRate*RateWindow bytes in the last RateWindow
 	// (counted from the request on) is dropped and retried.

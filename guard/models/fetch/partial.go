@@ -482,7 +482,7 @@ func (d *download) startProgress(total int64) {
 		return
 	}
 	if d.rep == nil {
-		d.rep = progress.Start(d.r.Progress, "downloading "+d.name, total, d.r.ProgressEvery)
+		d.rep = progress.Start(d.r.Progress, "downloading "+d.name, total, d.r.Pace)
 	}
 	d.rep.SetBase(d.progress())
 }
