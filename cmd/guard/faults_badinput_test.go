@@ -185,6 +185,7 @@ type badCase struct {
 const badModelSize = 64 << 10
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	model := guardtest.GGUF(badModelSize)
 	srv := badServer(t, model)
 	mounts := canMount(t)

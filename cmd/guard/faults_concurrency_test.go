@@ -35,6 +35,7 @@ func (e *faultEnv) runParallel(calls [][]string) []faultResult {
 // Twenty first calls at once that need the same missing model and the same
 // missing build: one download, one build, every call answers.
 func TestConcurrentFirstCalls(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a cold CMake build")
 	}
@@ -75,6 +76,7 @@ func TestConcurrentFirstCalls(t *testing.T) {
 // call fails. The calls reach guard through a second copy of its links, as
 // a script that cached the tools' paths would.
 func TestConcurrentShimRepair(t *testing.T) {
+	t.Parallel()
 	e := newFaultEnv(t, `
 [tools.npx]
 args = ["--yes"]

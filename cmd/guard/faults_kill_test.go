@@ -149,6 +149,7 @@ func (e *faultEnv) afterKill(t *testing.T) {
 const killModelSize = 4 << 20
 
 func TestKillDownload(t *testing.T) {
+	t.Parallel()
 	kills := killsPerKind(t, 6)
 	rng := killRand(t)
 	srv := newFaultModelServer(t, killModelSize, 4<<20) // about a second a body
@@ -223,6 +224,7 @@ const killPartsModelSize = 10 << 20
 // its record (MODEL.partial.parts) counts, and the call that heals never
 // asks again for a byte the record counted.
 func TestKillDownloadInParts(t *testing.T) {
+	t.Parallel()
 	kills := killsPerKind(t, 4)
 	rng := killRand(t)
 	srv := newFaultModelServer(t, killPartsModelSize, 6<<20) // about 0.7 s a part
@@ -346,6 +348,7 @@ func cacheHits(t *testing.T, store *promptcache.Store) int64 {
 }
 
 func TestKillCacheStore(t *testing.T) {
+	t.Parallel()
 	kills := killsPerKind(t, 6)
 	rng := killRand(t)
 	e := newFaultEnv(t, `
@@ -488,6 +491,7 @@ func binState(path string) string {
 }
 
 func TestKillBuild(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cold CMake builds")
 	}
@@ -682,6 +686,7 @@ func tail(path string, n int) string {
 // lifeline that ended them must be gone too. Each way is one kill a run,
 // GUARD_KILLS=N of them.
 func TestKillGuardEndsTool(t *testing.T) {
+	t.Parallel()
 	e := newFaultEnv(t, `
 [tools.slowtree]
 timeout = "60s"

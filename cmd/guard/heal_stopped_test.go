@@ -23,6 +23,7 @@ import (
 // (its parent) as its first act, so the stop lands before the heal's limit
 // whatever the machine's load.
 func TestStoppedHealIsNotWaitedForForever(t *testing.T) {
+	t.Parallel()
 	e := newFaultEnv(t, `
 [builds.demo]
 dir = "$DIR/src"

@@ -22,6 +22,7 @@ import (
 // to run. The first run compiles guard without cgo (a few seconds with a
 // warm module cache), so -short skips it.
 func TestInstallScript(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds guard with go build (slow); skipped with -short")
 	}
@@ -195,6 +196,7 @@ func TestInstallScript(t *testing.T) {
 // It runs under sh (dash on Debian), as `sh install.sh` does: the script
 // is POSIX sh.
 func TestInstallScriptShowsTheCompilerError(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs go build (slow); skipped with -short")
 	}

@@ -29,6 +29,7 @@ import (
 // stamped for the next shell, nothing of it left running. The verdict rests
 // on no margin: the body would take well over an hour at that rate.
 func TestRestoreAtShellStartDoesNotWaitForASlowMirror(t *testing.T) {
+	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash: the PATH block and the restore script are run by bash")

@@ -58,6 +58,7 @@ type skillMeta struct {
 // guard install, status and heal, the exit statuses, and what guard status
 // says on a fresh install and what a full heal costs, as they are.
 func TestOpenClawSkill(t *testing.T) {
+	t.Parallel()
 	root := repoRoot()
 	dir := filepath.Join(root, "docs", "openclaw", "guard")
 	skillTextOnly(t, dir)
@@ -184,6 +185,7 @@ func numberWord(n int) string {
 // to run from where that installer puts guard, and its body's table says
 // the same for each kind.
 func TestOpenClawInstallSkill(t *testing.T) {
+	t.Parallel()
 	root := repoRoot()
 	dir := filepath.Join(root, "docs", "openclaw", "guard-install")
 	skillTextOnly(t, dir)

@@ -19,6 +19,7 @@ import (
 // shell through /etc/profile.d, and su -c to another user. It needs root
 // and unshare; otherwise it skips.
 func TestSystemInstallRealRoot(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts many shells; skipped with -short")
 	}

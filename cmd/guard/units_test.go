@@ -24,6 +24,7 @@ import (
 // that cannot be one: "more than %d files", "%d times in a row" (the loop
 // limit).
 func TestOneUnitFamily(t *testing.T) {
+	t.Parallel()
 	decimal := regexp.MustCompile(`(\d|%[-+ #0-9.]*[dfgvs]) ?(kB|KB|MB|GB|TB)\b`)
 	plural := regexp.MustCompile(`(more than )?%d ([a-z]+s)\b`)
 	allowed := map[string]bool{"bytes": true, "is": true, "times": true}
