@@ -47,8 +47,16 @@ func (e *Engine) fromPrebuilt(ctx context.Context, tool *manifest.Tool) (string,
 		e.Say("no prebuilt of %s: %s; building", rec.Name, oneLine(err))
 		return "", false
 	}
-	path := ready.Tools[filepath.Base(tool.Path)]
 	from := "the release " + ready.Tag + " of " + rec.Prebuilt.GitHub
+	path, has := ready.Tool(filepath.Base(tool.Path))
+	if !has {
+		// The release makes other tools of the recipe, not this one: it
+		// waits for the native build, which the tools it makes start.
+		ev.Result, ev.Reason = "skip", from+" has no "+filepath.Base(tool.Path)
+		e.Event(ev)
+		e.Say("no prebuilt of %s: %s has no %s; building", tool.Name, from, filepath.Base(tool.Path))
+		return "", false
+	}
 	if !ready.Kept {
 		ev.Result, ev.Reason, ev.Target = "ok", from+" ("+ready.Asset+", sha256 checked)", path
 		e.Event(ev)

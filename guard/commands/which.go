@@ -149,8 +149,12 @@ func prebuiltText(e *guard.Engine, rec *manifest.Build, tool *manifest.Tool, nat
 		return "the native build answers; a release build answers only while it is missing" + native
 	}
 	if tool.Path != "" {
-		if ready, ok := prebuilt.LookCheckout(context.Background(), c.StateDir, rec.Name, rec.Dir, c.PathEnv, []string{filepath.Base(tool.Path)}); ok {
-			return "the release " + ready.Tag + " answers, from " + ready.Tools[filepath.Base(tool.Path)] + native
+		name := filepath.Base(tool.Path)
+		if ready, ok := prebuilt.LookCheckout(context.Background(), c.StateDir, rec.Name, rec.Dir, c.PathEnv, []string{name}); ok {
+			if p, has := ready.Tool(name); has {
+				return "the release " + ready.Tag + " answers, from " + p + native
+			}
+			return "the release " + ready.Tag + " has no " + name + ": the native build answers once it is done" + native
 		}
 	}
 	return "none ready for this checkout: a call makes one ready when the checkout is exactly a release" + native

@@ -25,7 +25,10 @@ const cpuLoaded = "loaded CPU backend from"
 
 // findTools finds each of names in the folder root as a regular,
 // executable file, wherever the archive put it (the shallowest one when
-// there are several). A name not found is an error.
+// there are several). A release need not make every tool of the recipe
+// (llama.cpp's is built without its examples, llama-simple among them):
+// the tools it lacks are left out, and only an archive with none of them
+// is an error.
 func findTools(root string, names []string) (map[string]string, error) {
 	found := map[string]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -43,14 +46,8 @@ func findTools(root string, names []string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var missing []string
-	for _, n := range names {
-		if found[n] == "" {
-			missing = append(missing, n)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("the release's archive has no %s", strings.Join(missing, " or "))
+	if len(found) == 0 {
+		return nil, fmt.Errorf("the release's archive has no %s", strings.Join(names, " nor "))
 	}
 	return found, nil
 }

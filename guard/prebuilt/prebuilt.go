@@ -87,6 +87,13 @@ type Ready struct {
 	Kept bool `json:"-"`
 }
 
+// Tool is the path of the prebuilt's tool name, or false when the release
+// does not make it (that tool waits for the native build).
+func (r Ready) Tool(name string) (string, bool) {
+	p, ok := r.Tools[name]
+	return p, ok
+}
+
 // failedLife is how long a prebuilt that failed its download, unpack or
 // check is not tried again for the same commit (the native build goes on).
 const failedLife = time.Hour
@@ -104,7 +111,9 @@ func folder(stateDir, recipe, commit, arch string) string {
 }
 
 // Look is the prebuilt of the recipe at commit, when one is ready: no
-// git run, no request, only its record and its tools' files.
+// git run, no request, only its record and its tools' files (each of
+// tools it holds must still be executable; one it does not make is left
+// out, for Tool to say).
 func Look(stateDir, recipe, commit, goarch string, tools []string) (Ready, bool) {
 	arch, ok := Arch(goarch)
 	if !ok || commit == "" {
@@ -122,7 +131,10 @@ func Look(stateDir, recipe, commit, goarch string, tools []string) (Ready, bool)
 	r.Dir, r.Kept = dir, true
 	for _, t := range tools {
 		rel, ok := r.Tools[t]
-		if !ok || !isExecutable(filepath.Join(dir, rel)) {
+		if !ok {
+			continue // the release does not make it: Tool says so
+		}
+		if !isExecutable(filepath.Join(dir, rel)) {
 			return Ready{}, false
 		}
 		r.Tools[t] = filepath.Join(dir, rel)
