@@ -154,7 +154,7 @@ func prebuiltText(e *guard.Engine, rec *manifest.Build, tool *manifest.Tool, nat
 			if p, has := ready.Tool(name); has {
 				return "the release " + ready.Tag + " answers, from " + p + native
 			}
-			return "the release " + ready.Tag + " has no " + name + ": the native build answers once it is done" + native
+			return "the release " + ready.Tag + " has no " + name + ": its calls build it natively"
 		}
 	}
 	return "none ready for this checkout: a call makes one ready when the checkout is exactly a release" + native
