@@ -7,10 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -77,67 +79,83 @@ func repoRoot(t *testing.T) string {
 // makeDist writes a dist folder: this machine's archive holds the real
 // guard; the other architectures' hold a placeholder (building them would
 // cost a cross-compile of everything), enough for the npm and skill makers,
-// which only read and checksum them.
+// which only read and checksum them. Its files are made once per test run
+// (the gzip of a real guard takes seconds under the race detector) and
+// written afresh for each test, which may change its own copy.
 func makeDist(t *testing.T) string {
+	t.Helper()
+	files := distFiles(t)
+	dist := t.TempDir()
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dist, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dist
+}
+
+var distMade struct {
+	once  sync.Once
+	files map[string][]byte
+	err   error
+}
+
+// distFiles are the files of makeDist's folder, by name.
+func distFiles(t *testing.T) map[string][]byte {
 	t.Helper()
 	exe := guardBinary(t)
 	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dist := t.TempDir()
-	var sums []string
-	for _, arch := range Arches {
-		bin := exe
-		if arch != runtime.GOARCH {
-			bin = []byte("#!/bin/sh\necho placeholder for " + arch + "\n")
+	distMade.once.Do(func() {
+		files := map[string][]byte{}
+		var sums []string
+		for _, arch := range Arches {
+			bin := exe
+			if arch != runtime.GOARCH {
+				bin = []byte("#!/bin/sh\necho placeholder for " + arch + "\n")
+			}
+			name := ArchiveName(testVersion, arch)
+			data, err := tarGz(map[string]archived{"README.md": {0o644, readme}, "guard": {0o755, bin}})
+			if err != nil {
+				distMade.err = err
+				return
+			}
+			files[name] = data
+			sum := sha256.Sum256(data)
+			sums = append(sums, hex.EncodeToString(sum[:])+"  "+name+"\n")
 		}
-		name := ArchiveName(testVersion, arch)
-		data := tarGz(t, map[string]archived{"README.md": {0o644, readme}, "guard": {0o755, bin}})
-		if err := os.WriteFile(filepath.Join(dist, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(data)
-		sums = append(sums, hex.EncodeToString(sum[:])+"  "+name+"\n")
+		sort.Strings(sums)
+		files[ChecksumsName] = []byte(strings.Join(sums, ""))
+		files["metadata.json"] = []byte(fmt.Sprintf(`{"project_name":"guard","tag":"v0.0.0","version":%q,"commit":%q,"date":"2026-01-02T03:04:05Z"}`, testVersion, testCommit))
+		distMade.files = files
+	})
+	if distMade.err != nil {
+		t.Fatal(distMade.err)
 	}
-	sort.Strings(sums)
-	write(t, filepath.Join(dist, ChecksumsName), strings.Join(sums, ""))
-	write(t, filepath.Join(dist, "metadata.json"), fmt.Sprintf(`{"project_name":"guard","tag":"v0.0.0","version":%q,"commit":%q,"date":"2026-01-02T03:04:05Z"}`, testVersion, testCommit))
-	return dist
+	return distMade.files
 }
 
 // tarGz is a flat .tar.gz as goreleaser makes it.
-func tarGz(t *testing.T, files map[string]archived) []byte {
-	t.Helper()
+func tarGz(files map[string]archived) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
-	var names []string
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(files)) {
 		f := files[n]
 		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: int64(f.mode), Size: int64(len(f.data)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if _, err := tw.Write(f.data); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := zw.Close(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return buf.Bytes()
-}
-
-func write(t *testing.T, path, text string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return buf.Bytes(), nil
 }
