@@ -49,17 +49,19 @@ func (e *Engine) fromPrebuilt(ctx context.Context, tool *manifest.Tool) (string,
 	}
 	from := "the release " + ready.Tag + " of " + rec.Prebuilt.GitHub
 	path, has := ready.Tool(filepath.Base(tool.Path))
+	if !ready.Kept {
+		// Made ready by this call: logged once, whichever tool asked.
+		made := ev
+		made.Result, made.Reason, made.Target = "ok", from+" ("+ready.Asset+", sha256 checked)", cmp.Or(path, ready.Dir)
+		e.Event(made)
+	}
 	if !has {
-		// The release makes other tools of the recipe, not this one: it
-		// waits for the native build, which the tools it makes start.
+		// The release makes other tools of the recipe, not this one:
+		// its calls build it natively, even with native = false.
 		ev.Result, ev.Reason = "skip", from+" has no "+filepath.Base(tool.Path)
 		e.Event(ev)
 		e.Say("no prebuilt of %s: %s has no %s; building", tool.Name, from, filepath.Base(tool.Path))
 		return "", false
-	}
-	if !ready.Kept {
-		ev.Result, ev.Reason, ev.Target = "ok", from+" ("+ready.Asset+", sha256 checked)", path
-		e.Event(ev)
 	}
 	if !rec.Prebuilt.BuildsNative() {
 		if !ready.Kept {

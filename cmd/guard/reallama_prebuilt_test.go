@@ -117,6 +117,9 @@ func TestRealLlamaPrebuilt(t *testing.T) {
 	if out, err := exec.Command("git", "clone", "-q", "--no-tags", root, clone).CombinedOutput(); err != nil {
 		t.Fatalf("clone: %v\n%s", err, out)
 	}
+	if got := git(clone, "rev-parse", "HEAD"); got != head {
+		t.Fatalf("the clone is at %s, not %s", got, head)
+	}
 	m := realLlamaManifest(clone, model, true) + `
 [builds.llama-cpp.prebuilt]
 github = "ggml-org/llama.cpp"
@@ -137,7 +140,12 @@ native = false
 	}
 	// ggml loaded its CPU variant from the unpacked release, never from
 	// GUARD_REAL_LLAMA_RELEASE.
-	unpacked := filepath.Join(e.StateDir, "prebuilt", "llama-cpp", head+"-"+arch)
+	// (ggml names the library by the executable's resolved path.)
+	state, err := filepath.EvalSymlinks(e.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpacked := filepath.Join(state, "prebuilt", "llama-cpp", head+"-"+arch)
 	if !strings.Contains(first.Stderr, "loaded CPU backend from "+unpacked+"/") {
 		t.Fatalf("ggml loaded no CPU variant from %s: %s", unpacked, first)
 	}

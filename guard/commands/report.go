@@ -98,6 +98,9 @@ type PrebuiltState struct {
 	Native bool   `json:"native"`
 	Ready  string `json:"ready,omitempty"` // the release's tag
 	Dir    string `json:"dir,omitempty"`   // where it is unpacked
+	// Lacks are the recipe's tools the release does not make: their
+	// calls build them natively, even with native = false.
+	Lacks []string `json:"lacks,omitempty"`
 }
 
 // PackageState is a command from [packages] and whether PATH has it.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -197,8 +198,19 @@ func buildState(e *guard.Engine, b *manifest.Build) BuildState {
 		c := e.Config()
 		st.Prebuilt = &PrebuiltState{GitHub: b.Prebuilt.GitHub, Native: b.Prebuilt.BuildsNative()}
 		if st.DirExists {
-			if ready, ok := prebuilt.LookCheckout(context.Background(), c.StateDir, b.Name, b.Dir, c.PathEnv, nil); ok {
+			var tools []string
+			for _, name := range c.M.ToolNames() {
+				if t := c.M.Tool(name); t != nil && t.Build == b.Name && t.Path != "" {
+					tools = append(tools, filepath.Base(t.Path))
+				}
+			}
+			if ready, ok := prebuilt.LookCheckout(context.Background(), c.StateDir, b.Name, b.Dir, c.PathEnv, tools); ok {
 				st.Prebuilt.Ready, st.Prebuilt.Dir = ready.Tag, ready.Dir
+				for _, t := range tools {
+					if _, has := ready.Tool(t); !has {
+						st.Prebuilt.Lacks = append(st.Prebuilt.Lacks, t)
+					}
+				}
 			}
 		}
 	}

@@ -477,7 +477,7 @@ func oneLine(s string) string {
 
 // prebuiltLine says what a recipe's release build is here: the release
 // ready for the checkout (it answers the calls while the native build is
-// missing), or none yet (docs/prebuilt.md).
+// missing, but for the tools it lacks), or none yet (docs/prebuilt.md).
 func prebuiltLine(pb *PrebuiltState) string {
 	native := "; the native build follows it"
 	if !pb.Native {
@@ -485,6 +485,14 @@ func prebuiltLine(pb *PrebuiltState) string {
 	}
 	if pb.Ready == "" {
 		return "none ready for this checkout (a call makes one ready when the checkout is exactly a release)" + native
+	}
+	if len(pb.Lacks) > 0 {
+		lacks := "; it has no " + strings.Join(pb.Lacks, " nor ") + ": calls of it build it natively"
+		if pb.Native {
+			native = lacks + native
+		} else {
+			native = lacks + " (native = false: nothing else is built)"
+		}
 	}
 	return "the release " + pb.Ready + " ready in " + pb.Dir + ": it answers while the native build is missing" + native
 }

@@ -60,10 +60,11 @@ type documentedReport struct {
 		BuiltAt   time.Time `json:"built_at"`
 		BuildMS   int64     `json:"build_ms"`
 		Prebuilt  *struct {
-			GitHub string `json:"github"`
-			Native bool   `json:"native"`
-			Ready  string `json:"ready"`
-			Dir    string `json:"dir"`
+			GitHub string   `json:"github"`
+			Native bool     `json:"native"`
+			Ready  string   `json:"ready"`
+			Dir    string   `json:"dir"`
+			Lacks  []string `json:"lacks"`
 		} `json:"prebuilt"`
 		Stash struct {
 			Entries int   `json:"entries"`
@@ -516,5 +517,27 @@ func TestStatusBoundsTheLogRead(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "older events not read") {
 		t.Errorf("status does not say older events were not read:\n%s", out.String())
+	}
+}
+
+// The prebuilt's line says which of the recipe's tools the release lacks:
+// their calls build them natively, even with native = false.
+func TestPrebuiltLineNamesWhatTheReleaseLacks(t *testing.T) {
+	for _, c := range []struct {
+		pb   PrebuiltState
+		want string
+	}{
+		{PrebuiltState{Native: true, Ready: "b2", Dir: "/s/p"},
+			"the release b2 ready in /s/p: it answers while the native build is missing; the native build follows it"},
+		{PrebuiltState{Native: true, Ready: "b2", Dir: "/s/p", Lacks: []string{"llama-simple"}},
+			"the release b2 ready in /s/p: it answers while the native build is missing; it has no llama-simple: calls of it build it natively; the native build follows it"},
+		{PrebuiltState{Native: false, Ready: "b2", Dir: "/s/p", Lacks: []string{"llama-simple"}},
+			"the release b2 ready in /s/p: it answers while the native build is missing; it has no llama-simple: calls of it build it natively (native = false: nothing else is built)"},
+		{PrebuiltState{Native: false, Ready: "b2", Dir: "/s/p"},
+			"the release b2 ready in /s/p: it answers while the native build is missing; native = false: nothing is built"},
+	} {
+		if got := prebuiltLine(&c.pb); got != c.want {
+			t.Errorf("prebuiltLine(%+v)\n got %q\nwant %q", c.pb, got, c.want)
+		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,14 +82,19 @@ type Ready struct {
 	Tag   string            `json:"tag"`
 	Asset string            `json:"asset"`
 	Dir   string            `json:"-"`
-	Tools map[string]string `json:"tools"` // file name → path inside Dir
+	Tools map[string]string `json:"tools"` // file name → path inside Dir (absolute once ready)
+	// Searched are the tool names the archive was searched for: a tool
+	// in neither map was not asked then (a tool the manifest gained
+	// since, or a record of an older guard), so the archive is searched
+	// again for it.
+	Searched []string `json:"searched,omitempty"`
 	// Kept reports a prebuilt that was ready before this call: nothing
 	// was asked or downloaded.
 	Kept bool `json:"-"`
 }
 
 // Tool is the path of the prebuilt's tool name, or false when the release
-// does not make it (that tool waits for the native build).
+// does not make it (that tool's calls build it natively).
 func (r Ready) Tool(name string) (string, bool) {
 	p, ok := r.Tools[name]
 	return p, ok
@@ -131,13 +137,15 @@ func Look(stateDir, recipe, commit, goarch string, tools []string) (Ready, bool)
 	r.Dir, r.Kept = dir, true
 	for _, t := range tools {
 		rel, ok := r.Tools[t]
-		if !ok {
-			continue // the release does not make it: Tool says so
-		}
-		if !isExecutable(filepath.Join(dir, rel)) {
+		switch {
+		case !ok && !slices.Contains(r.Searched, t):
+			return Ready{}, false // never looked for: search the archive again
+		case ok && !isExecutable(filepath.Join(dir, rel)):
 			return Ready{}, false
 		}
-		r.Tools[t] = filepath.Join(dir, rel)
+	}
+	for name, rel := range r.Tools {
+		r.Tools[name] = filepath.Join(dir, rel)
 	}
 	return r, true
 }
@@ -269,7 +277,7 @@ func (r Request) install(ctx context.Context, dir, tag string, asset Asset, sum 
 	if err := check(ctx, tools, r.Env); err != nil {
 		return Ready{}, err
 	}
-	ready := Ready{Tag: tag, Asset: asset.Name, Dir: dir, Tools: map[string]string{}}
+	ready := Ready{Tag: tag, Asset: asset.Name, Dir: dir, Tools: map[string]string{}, Searched: slices.Sorted(slices.Values(r.Tools))}
 	for name, p := range tools {
 		rel, err := filepath.Rel(tmp, p)
 		if err != nil {

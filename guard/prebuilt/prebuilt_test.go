@@ -279,3 +279,51 @@ func TestHealthCheck(t *testing.T) {
 		})
 	}
 }
+
+// A release that makes one of the recipe's two tools (llama.cpp's has no
+// examples): it is made ready for the one it has, and says it lacks the
+// other. A tool the archive was never searched for (the manifest gained
+// it since) is not taken for one the release lacks: Look sends it back
+// to Prepare, which searches the archive again.
+func TestReleaseWithSomeOfTheTools(t *testing.T) {
+	a := newAPI(t)
+	dir, head := checkout(t, 2)
+	tool := "#!/bin/sh\necho 'load_backend: loaded CPU backend from here'\necho made\n"
+	a.publish("b2", head, "llama-b2-bin-ubuntu-x64.tar.gz", tarGz(t, []entry{
+		{name: "llama-b2/llama-completion", body: tool, mode: 0o755},
+		{name: "llama-b2/llama-server", body: tool, mode: 0o755},
+		{name: "llama-b2/libggml-cpu-x64.so", body: "lib"},
+	}), "body")
+	stateDir := t.TempDir()
+	ready, err := Prepare(context.Background(), request(t, a, stateDir, dir, head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, has := ready.Tool("llama-completion"); !has || !filepath.IsAbs(p) {
+		t.Errorf("llama-completion: %q, %v", p, has)
+	}
+	if p, has := ready.Tool("llama-simple"); has {
+		t.Errorf("llama-simple, which the release lacks: %q", p)
+	}
+	kept, ok := Look(stateDir, "llama-cpp", head, "amd64", []string{"llama-completion", "llama-simple"})
+	if _, has := kept.Tool("llama-simple"); !ok || has {
+		t.Errorf("Look for both tools: %v, has llama-simple %v", ok, has)
+	}
+	for name, p := range kept.Tools {
+		if !filepath.IsAbs(p) {
+			t.Errorf("Look's %s is %q, not a path", name, p)
+		}
+	}
+	if _, ok := Look(stateDir, "llama-cpp", head, "amd64", []string{"llama-server"}); ok {
+		t.Error("Look took llama-server, never searched for, as ready")
+	}
+	r := request(t, a, stateDir, dir, head)
+	r.Tools = []string{"llama-completion", "llama-server"}
+	again, err := Prepare(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, has := again.Tool("llama-server"); !has || again.Kept {
+		t.Errorf("Prepare after the manifest gained llama-server: %+v", again)
+	}
+}
