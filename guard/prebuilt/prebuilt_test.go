@@ -327,3 +327,22 @@ func TestReleaseWithSomeOfTheTools(t *testing.T) {
 		t.Errorf("Prepare after the manifest gained llama-server: %+v", again)
 	}
 }
+
+// llama.cpp's tools say nothing of their backends for --version: the CPU
+// variant is asked for with -lv 4 --list-devices, as the real
+// llama-completion answers it, and a tool that knows no such option
+// (llama-simple prints its usage) counts for nothing.
+func TestVariantAskedWithListDevices(t *testing.T) {
+	dir, head := checkout(t, 2)
+	a := newAPI(t)
+	completion := "#!/bin/sh\ncase \"$*\" in\n*--list-devices*) echo \"load_backend: loaded CPU backend from ${0%/*}/libggml-cpu-x64.so\" >&2; echo 'Available devices:';;\n*--version*) ;;\n*) echo answer;;\nesac\n"
+	simple := "#!/bin/sh\necho 'example usage:'\nexit 1\n"
+	a.publish("b2", head, "llama-b2-bin-ubuntu-x64.tar.gz", tarGz(t, []entry{
+		{name: "llama-completion", body: completion, mode: 0o755},
+		{name: "llama-simple", body: simple, mode: 0o755},
+		{name: "libggml-cpu-x64.so", body: "lib"},
+	}), "body")
+	if _, err := Prepare(context.Background(), request(t, a, t.TempDir(), dir, head)); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+}
