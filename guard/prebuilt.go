@@ -95,10 +95,7 @@ func (e *Engine) preparePrebuilt(ctx context.Context, rec *manifest.Build) (preb
 	if why != "" {
 		return prebuilt.Ready{}, errors.New(why)
 	}
-	var tools []string
-	for _, p := range e.toolsBuiltBy(rec.Name) {
-		tools = append(tools, filepath.Base(p))
-	}
+	tools := e.c.M.ToolFiles(rec.Name)
 	if ready, ok := prebuilt.Look(e.c.StateDir, rec.Name, commit, runtime.GOARCH, tools); ok {
 		return ready, nil
 	}

@@ -54,21 +54,34 @@ func expandSteps(steps [][]string, targets []string, jobs string) [][]string {
 }
 
 // fillTargets gives each recipe without a targets key the file names of
-// its tools' paths, sorted and each once.
+// its tools' paths (ToolFiles).
 func (m *Manifest) fillTargets() {
-	derived := map[string][]string{}
+	for name, files := range m.toolFiles() {
+		if b := m.Builds[name]; b != nil && b.Targets == nil {
+			b.Targets = files
+		}
+	}
+}
+
+// ToolFiles are the file names of the paths of the tools recipe builds,
+// sorted and each once: a recipe's default targets, and the names its
+// prebuilt's archive is searched for.
+func (m *Manifest) ToolFiles(recipe string) []string { return m.toolFiles()[recipe] }
+
+// toolFiles is ToolFiles of every recipe, in one pass over the tools (a
+// manifest is parsed on every call, and may name thousands).
+func (m *Manifest) toolFiles() map[string][]string {
+	by := map[string][]string{}
 	for _, t := range m.Tools {
-		if t == nil || t.Build == "" || t.Path == "" {
-			continue
-		}
-		if b := m.Builds[t.Build]; b != nil && b.Targets == nil {
-			derived[t.Build] = append(derived[t.Build], filepath.Base(t.Path))
+		if t != nil && t.Build != "" && t.Path != "" {
+			by[t.Build] = append(by[t.Build], filepath.Base(t.Path))
 		}
 	}
-	for name, targets := range derived {
-		slices.Sort(targets)
-		m.Builds[name].Targets = slices.Compact(targets)
+	for recipe, files := range by {
+		slices.Sort(files)
+		by[recipe] = slices.Compact(files)
 	}
+	return by
 }
 
 // placeholderError says what is wrong with the placeholders in one step

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -198,12 +197,7 @@ func buildState(e *guard.Engine, b *manifest.Build) BuildState {
 		c := e.Config()
 		st.Prebuilt = &PrebuiltState{GitHub: b.Prebuilt.GitHub, Native: b.Prebuilt.BuildsNative()}
 		if st.DirExists {
-			var tools []string
-			for _, name := range c.M.ToolNames() {
-				if t := c.M.Tool(name); t != nil && t.Build == b.Name && t.Path != "" {
-					tools = append(tools, filepath.Base(t.Path))
-				}
-			}
+			tools := c.M.ToolFiles(b.Name)
 			if ready, ok := prebuilt.LookCheckout(context.Background(), c.StateDir, b.Name, b.Dir, c.PathEnv, tools); ok {
 				st.Prebuilt.Ready, st.Prebuilt.Dir = ready.Tag, ready.Dir
 				for _, t := range tools {
