@@ -15,6 +15,7 @@ import (
 	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/install"
+	"github.com/sandbox-guard/guard/guard/lease"
 	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/promptcache"
@@ -190,7 +191,29 @@ func (e *Engine) builder() *builds.Builder {
 		Stash:       e.Stash(),
 		Tools:       e.toolsBuiltBy,
 		PushTo:      e.pushInBackground,
+		Fleet:       &builds.Fleet{Period: e.c.M.Stash.Lease.D(), Board: e.leaseBoard, CanPublish: e.canSign},
 	}
+}
+
+// leaseBoard is the board of the fleet's leases in the registry dest
+// (docs/fleet-lease.md).
+func (e *Engine) leaseBoard(dest string) (lease.Board, error) {
+	ref, err := registry.Parse(dest)
+	if err != nil {
+		return nil, err
+	}
+	repo, err := e.Registry().Open(ref)
+	if err != nil {
+		return nil, err
+	}
+	return lease.OnRegistry(repo), nil
+}
+
+// canSign says whether this sandbox has the key that signs what it
+// pushes: only one that can publish its build holds the fleet's lease.
+func (e *Engine) canSign() bool {
+	_, err := sign.ReadSecretFile(e.StashSecretKey())
+	return err == nil
 }
 
 // pushInBackground starts `guard stash push --entry KEY RECIPE DEST` in a
@@ -200,7 +223,7 @@ func (e *Engine) builder() *builds.Builder {
 // a build's stash_to (docs/registry.md). The push is marked pending
 // first: until it succeeds, a heal that restores the recipe and `guard
 // heal` start it again.
-func (e *Engine) pushInBackground(recipe, key, dest string) error {
+func (e *Engine) pushInBackground(recipe, key, dest, leaseID string) error {
 	store := e.Stash()
 	if err := store.MarkPending(recipe, key, dest); err != nil {
 		return err
@@ -213,7 +236,11 @@ func (e *Engine) pushInBackground(recipe, key, dest string) error {
 	if err := logf.Truncate(0); err != nil {
 		return err
 	}
-	_, err = healjob.Spawn(e.c.Self, []string{"guard", "stash", "push", "--entry", key, recipe, dest}, e.c.Env, logf)
+	argv := []string{"guard", "stash", "push", "--entry", key}
+	if leaseID != "" {
+		argv = append(argv, "--lease", leaseID) // the push lets go of the fleet's lease
+	}
+	_, err = healjob.Spawn(e.c.Self, append(argv, recipe, dest), e.c.Env, logf)
 	return err
 }
 

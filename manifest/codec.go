@@ -173,6 +173,7 @@ func encodeTop(e *encoder, m *Manifest) {
 	e.int(m.Stash.MaxBytes)
 	e.strs(m.Stash.TrustedKeys)
 	e.str(m.Stash.SecretKey)
+	e.int(int64(m.Stash.Lease))
 	e.strs(m.Registry.PlainHTTP)
 	if m.Self == nil {
 		e.uint(0)
@@ -202,6 +203,7 @@ func decodeTop(d *decoder, m *Manifest) {
 	m.Stash.MaxBytes = d.int()
 	m.Stash.TrustedKeys = d.strs()
 	m.Stash.SecretKey = d.str()
+	m.Stash.Lease = Duration(d.int())
 	m.Registry.PlainHTTP = d.strs()
 	if d.uint() == 1 {
 		m.Self = &Self{URLs: d.strs(), SHA256: d.str()}

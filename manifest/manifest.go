@@ -198,6 +198,10 @@ type StashConf struct {
 	// SecretKey is the file of the key that signs what `guard stash
 	// export` writes; "" = ~/.config/guard/stash.sec when it exists.
 	SecretKey string `toml:"secret_key,omitempty"`
+	// Lease is the period of a fleet's build lease (docs/fleet-lease.md):
+	// its holder renews it every third of it; a lease not renewed for it
+	// is taken over.
+	Lease Duration `toml:"lease,omitzero"`
 }
 
 // RegistryConf is how guard speaks to OCI registries (docs/registry.md).

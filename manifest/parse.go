@@ -32,6 +32,7 @@ const (
 	DefaultFullTokens  = 256
 	DefaultCacheBytes  = 256 << 20
 	DefaultStashBytes  = 64 << 20
+	DefaultLease       = Duration(30 * time.Second)
 	DefaultOutput      = "build" // a build recipe's output folder, below its dir
 	// DefaultModelBase is the base of a [[models]] entry whose budget
 	// gives none (`guard model push` prints no budget): the time to load
@@ -121,6 +122,7 @@ func (m *Manifest) fill() {
 	m.Swarm.FullTokens = cmp.Or(m.Swarm.FullTokens, DefaultFullTokens)
 	m.Cache.MaxBytes = cmp.Or(m.Cache.MaxBytes, DefaultCacheBytes)
 	m.Stash.MaxBytes = cmp.Or(m.Stash.MaxBytes, DefaultStashBytes)
+	m.Stash.Lease = cmp.Or(m.Stash.Lease, DefaultLease)
 	heal := m.Budget.Heal
 	if heal < 0 { // reported under budget.heal; do not repeat it for each build
 		heal = DefaultHeal

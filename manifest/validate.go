@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"time"
+
 	"errors"
 	"fmt"
 	"math"
@@ -137,6 +139,15 @@ func (c *checker) check(m *Manifest) {
 	}
 	if m.Stash.MaxBytes < 0 {
 		c.errorf(path("stash", "max_bytes"), "must not be negative")
+	}
+	switch l := m.Stash.Lease; {
+	case l < 0:
+		c.durationError(path("stash", "lease"), l)
+	case l > 0 && (l < Duration(time.Second) || l > Duration(10*time.Minute)):
+		// lease.MinPeriod and lease.MaxPeriod: a renewal every third of
+		// a shorter one would outrun a registry's answers; a longer one
+		// holds a fleet that long after its builder died.
+		c.errorf(path("stash", "lease"), "%s: a lease is between 1s and 10m", l)
 	}
 	for i, h := range m.Registry.PlainHTTP {
 		if h == "" || strings.ContainsAny(h, "/@ ") {

@@ -62,6 +62,7 @@ func newStashExportCommand() *cli.Command {
 // stashPushOptions are `guard stash push`'s flag and arguments.
 type stashPushOptions struct {
 	entry string   // --entry: only the entry of this key
+	lease string   // --lease: the fleet's lease the push lets go of
 	args  []string // [BUILD…] oci://HOST/REPO
 }
 
@@ -72,9 +73,10 @@ func newStashPushCommand() *cli.Command {
 		UsageText: usage("guard stash push [--entry KEY] [BUILD…] oci://HOST[:PORT]/REPO", "guard stash push llama-cpp oci://ghcr.io/acme/guard-stash"),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "entry", Usage: "push only the entry of this key (with one BUILD), saying so on stderr: what stash_to runs"},
+			&cli.StringFlag{Name: "lease", Usage: "with --entry: hold the fleet's lease of this id while pushing, then let it go (what a build that held it runs)"},
 		},
 		Action: withEngine(func(ctx *cli.Context, e *guard.Engine) error {
-			return runStashPush(e, stashPushOptions{entry: ctx.String("entry"), args: ctx.Args().Slice()})
+			return runStashPush(e, stashPushOptions{entry: ctx.String("entry"), lease: ctx.String("lease"), args: ctx.Args().Slice()})
 		}),
 	}
 }
@@ -91,7 +93,10 @@ func runStashPush(e *guard.Engine, o stashPushOptions) error {
 	if o.entry != "" {
 		out = e.Config().Stderr
 	}
-	return commands.StashPush(e, out, args[:len(args)-1], o.entry, args[len(args)-1])
+	if o.lease != "" && o.entry == "" {
+		return cli.Exit("stash push --lease goes with --entry: guard stash push --entry KEY --lease ID BUILD oci://HOST/REPO", 2)
+	}
+	return commands.StashPush(e, out, args[:len(args)-1], commands.PushOne{Entry: o.entry, Lease: o.lease}, args[len(args)-1])
 }
 
 func newStashKeyCommand() *cli.Command {

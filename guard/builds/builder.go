@@ -55,8 +55,11 @@ type Builder struct {
 	Stash *stash.Store
 	Tools func(recipe string) []string
 	// PushTo starts, in the background, the push of the entry of recipe
-	// for key to a recipe's stash_to; nil = none is pushed.
-	PushTo func(recipe, key, dest string) error
+	// for key to a recipe's stash_to, which lets go of the fleet's lease
+	// of id once it is pushed (fleet.go; "" = none); nil = none is pushed.
+	PushTo func(recipe, key, dest, leaseID string) error
+	// Fleet reaches the fleet's build leases (fleet.go); nil = none.
+	Fleet *Fleet
 
 	geteuid func() int // nil = os.Geteuid; a test plays root or not (SetEUID)
 }
@@ -122,9 +125,9 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 		}
 		reason = h.Reason
 	}
-	j := job{tool: tool, name: name, rec: rec, target: target}
+	j := job{tool: tool, name: name, rec: rec, target: target, fleet: &fleetTurn{}}
 	key, restored := b.restore(ctx, j)
-	if restored {
+	if restored || b.takeTurn(ctx, j, key) {
 		return nil
 	}
 	start := time.Now()
@@ -144,19 +147,23 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 		Level: level, Event: heallog.BinaryRebuild, Tool: tool, Target: target,
 		Reason: reason, Result: result, DurationMS: time.Since(start).Milliseconds(),
 	})
+	pushing := false
 	if err == nil {
-		b.stashBuild(ctx, name, rec, target, key)
+		pushing = b.stashBuild(ctx, j, key)
 	}
+	b.letGo(j, pushing)
 	return err
 }
 
 // job is one build a heal asks for: the tool that needs it, the recipe's
-// name and the recipe, and the output that must come back ("" for a
-// build asked for by name).
+// name and the recipe, the output that must come back ("" for a build
+// asked for by name), and its part in the fleet's lease (fleet.go; nil
+// for a restore alone).
 type job struct {
 	tool, name string
 	rec        *manifest.Build
 	target     string
+	fleet      *fleetTurn
 }
 
 // errRestoredAfterClone is rebuild's word that the clone it made matched a
@@ -185,6 +192,7 @@ func (b *Builder) rebuild(ctx context.Context, j job, reason string, limit time.
 	fmt.Fprintf(logf, "== guard: build %s at %s (%s: %s)\n", name, time.Now().Format(time.RFC3339), what, reason)
 
 	rep := progress.Start(b.stderr(), "building "+name, 0, b.Pace)
+	j.fleet.rep.Store(rep)   // a lease taken below carries its progress
 	cold := FromNothing(rec) // before the clone: a clone makes a build from nothing too
 	if took, ok := Expected(b.StateDir, rec); ok {
 		rep.Expect(took) // the time left is the last good build's (of this kind) share still to do
@@ -219,7 +227,7 @@ func (b *Builder) rebuild(ctx context.Context, j job, reason string, limit time.
 		// The sources are here now, so they have a key: an entry for
 		// their revision (a fleet's, through stash_from) brings the build
 		// back without running a step.
-		if _, ok := b.restore(ctx, j); ok {
+		if key, ok := b.restore(ctx, j); ok || b.takeTurn(ctx, j, key) {
 			rep.Stop("")
 			fmt.Fprintf(logf, "== guard: restored %s from the stash after the clone; no step run\n", name)
 			return errRestoredAfterClone
@@ -242,7 +250,11 @@ func (b *Builder) rebuild(ctx context.Context, j job, reason string, limit time.
 			os.Remove(marker)
 			return fail(&BuildError{Index: i + 1, Status: -1, Err: errors.New("empty step")})
 		}
-		out.SetPrefix(fmt.Sprintf("step %d/%d %s", i+1, len(rec.Steps), step[0]), rep)
+		prefix := fmt.Sprintf("step %d/%d %s", i+1, len(rec.Steps), step[0])
+		if j.fleet.held != nil {
+			prefix = ForTheFleet + ", " + prefix // guard status says the lease is held here
+		}
+		out.SetPrefix(prefix, rep)
 		fmt.Fprintf(logf, "$ %s\n", QuoteArgv(step))
 		if err := b.run(ctx, step, rec.Dir, env, out, lockFile); err != nil {
 			e := b.stepError(ctx, i+1, step, err)

@@ -127,15 +127,17 @@ func restoring(rec *manifest.Build) string {
 	return s
 }
 
-// stashBuild keeps what a good build of rec made: the binaries of the
-// manifest's tools built by rec that are healthy, and the libraries they
-// load from rec's output folders. It keys the entry anew, after the build,
-// and stashes nothing when the sources changed during it (before is the
-// key restore computed, if it did). A failure is said on stderr and never
-// fails the build.
-func (b *Builder) stashBuild(ctx context.Context, name string, rec *manifest.Build, target string, before stash.Key) {
+// stashBuild keeps what a good build of j's recipe made: the binaries of
+// the manifest's tools built by it that are healthy, and the libraries
+// they load from its output folders. It keys the entry anew, after the
+// build, and stashes nothing when the sources changed during it (before
+// is the key restore computed, if it did). A failure is said on stderr
+// and never fails the build. It reports whether the stash_to push started
+// holding the fleet's lease this build held (fleet.go).
+func (b *Builder) stashBuild(ctx context.Context, j job, before stash.Key) bool {
+	name, rec := j.name, j.rec
 	if b.Stash == nil {
-		return
+		return false
 	}
 	key, err := b.StashKey(ctx, rec)
 	if err == nil && before.Sum != "" && before.Source != key.Source {
@@ -143,11 +145,11 @@ func (b *Builder) stashBuild(ctx context.Context, name string, rec *manifest.Bui
 	}
 	var it stash.Item
 	if err == nil {
-		it, err = b.Stash.Save(ctx, rec.Name, key, rec.Dir, rec.Outputs, b.stashPaths(rec, target))
+		it, err = b.Stash.Save(ctx, rec.Name, key, rec.Dir, rec.Outputs, b.stashPaths(rec, j.target))
 	}
 	if err != nil {
 		fmt.Fprintf(b.stderr(), "guard: the build of %s was not stashed: %s\n", name, units.OneLine(err))
-		return
+		return false
 	}
 	note := fmt.Sprintf("stashed %s (%d bytes, key %.12s, source %s)", name, it.Size, it.Key, key.Source)
 	if len(it.Pinned) > 0 {
@@ -160,19 +162,28 @@ func (b *Builder) stashBuild(ctx context.Context, name string, rec *manifest.Bui
 		fmt.Fprintf(b.stderr(), "guard: %s\n", line)
 		note += "; " + line
 	}
+	leased := false
 	if rec.StashTo != "" && b.PushTo != nil {
+		// The lease was taken for the key before the build: the push of
+		// another key's entry does not publish what the fleet waits for.
+		leaseID := ""
+		if held := j.fleet.held; held != nil && it.Key == before.Sum {
+			leaseID = held.Record().ID
+		}
 		// In the background: a registry that is slow or down never
 		// slows or fails the heal (docs/registry.md).
-		if err := b.PushTo(rec.Name, it.Key, rec.StashTo); err != nil {
+		if err := b.PushTo(rec.Name, it.Key, rec.StashTo, leaseID); err != nil {
 			note += fmt.Sprintf("; not pushed to %s: %s", rec.StashTo, units.OneLine(err))
 		} else {
 			note += fmt.Sprintf("; pushing it to %s in the background", rec.StashTo)
+			leased = leaseID != ""
 		}
 	}
 	if logf, err := openLog(b.LogPath(name)); err == nil {
 		fmt.Fprintf(logf, "== guard: %s\n", note)
 		logf.Close()
 	}
+	return leased
 }
 
 // RetryPush starts again, in the background, the stash_to push of rec's
@@ -187,7 +198,7 @@ func (b *Builder) RetryPush(rec *manifest.Build) (stash.PendingPush, bool, error
 	if !ok {
 		return p, false, nil
 	}
-	if err := b.PushTo(rec.Name, p.Key, rec.StashTo); err != nil {
+	if err := b.PushTo(rec.Name, p.Key, rec.StashTo, ""); err != nil {
 		return p, false, err
 	}
 	return p, true, nil

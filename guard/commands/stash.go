@@ -195,22 +195,36 @@ func secretKey(e *guard.Engine) (sign.SecretKey, error) {
 	return key, nil
 }
 
+// PushOne is what `guard stash push --entry KEY [--lease ID]` pushes: the
+// one entry of KEY, and the fleet's lease it lets go of once pushed
+// (docs/fleet-lease.md).
+type PushOne struct {
+	Entry, Lease string
+}
+
 // StashPush is `guard stash push [--entry KEY] [BUILD…] oci://HOST/REPO`:
 // the local entries of the recipes named (all without a name; only the
 // one of KEY with --entry), each signed, to a registry
 // (docs/registry.md).
-func StashPush(e *guard.Engine, out io.Writer, recipes []string, entry, dest string) error {
+func StashPush(e *guard.Engine, out io.Writer, recipes []string, one PushOne, dest string) error {
+	entry := one.Entry
+	if entry != "" && len(recipes) != 1 {
+		return errors.New("stash push --entry KEY names one build: guard stash push --entry KEY BUILD oci://HOST/REPO")
+	}
+	letGo := func(bool) {}
+	if one.Lease != "" {
+		letGo = e.PublishUnderLease(recipes[0], entry, dest, one.Lease)
+	}
 	key, err := secretKey(e)
 	if err != nil {
+		letGo(false)
 		return err
 	}
 	store := e.Stash()
 	ctx := context.Background()
 	if entry != "" {
-		if len(recipes) != 1 {
-			return errors.New("stash push --entry KEY names one build: guard stash push --entry KEY BUILD oci://HOST/REPO")
-		}
 		err := store.PushEntry(ctx, e.Registry(), dest, recipes[0], entry, key)
+		letGo(err == nil)
 		if errors.Is(err, stash.ErrNoEntry) {
 			// Evicted from the local stash since: nothing is left to
 			// push, and nothing waits any more.

@@ -6,6 +6,7 @@ import (
 
 	"bytes"
 	"fmt"
+	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/units"
@@ -259,8 +260,20 @@ func (p *printer) healing(tw io.Writer, r *Report) {
 		if c := condition(h); c != "" {
 			where += ", " + p.mark(false, c)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\tpid %d since %s\t%s\tlog %s\n", printable(h.What), where, h.PID, when(h.Started), printable(h.Wait), p.tilde(h.Log))
+		fmt.Fprintf(tw, "  %s\t%s\tpid %d since %s\t%s\tlog %s\n", printable(h.What+fleetPart(h.Phase)), where, h.PID, when(h.Started), printable(h.Wait), p.tilde(h.Log))
 	}
+}
+
+// fleetPart is what a heal's phase says of the fleet's lease
+// (docs/fleet-lease.md): held here, or waited on, with who builds.
+func fleetPart(phase string) string {
+	switch {
+	case strings.HasPrefix(phase, builds.ForTheFleet):
+		return " (" + builds.ForTheFleet + ": the lease is held here)"
+	case strings.HasPrefix(phase, "built by ") && strings.HasSuffix(phase, builds.ForTheFleet):
+		return " (" + phase + ": waiting on its lease)"
+	}
+	return ""
 }
 
 // cache is the prompt cache's figures.

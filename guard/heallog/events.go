@@ -14,6 +14,7 @@ const (
 	PackageInstall Name = "package.install"
 	BinaryRestore  Name = "binary.restore"
 	StashPush      Name = "stash.push"
+	FleetLease     Name = "fleet.lease"
 	BinaryPrebuilt Name = "binary.prebuilt"
 	BinaryRebuild  Name = "binary.rebuild"
 	ModelDownload  Name = "model.download"
@@ -34,7 +35,7 @@ const (
 func Events() []Name {
 	return []Name{
 		Preflight, ShimRecreate, PackageInstall, BinaryRestore, BinaryPrebuilt,
-		StashPush, BinaryRebuild, ModelDownload, ModelVerify, AuthMissing, LockWait,
+		StashPush, FleetLease, BinaryRebuild, ModelDownload, ModelVerify, AuthMissing, LockWait,
 		Timeout, Stall, PromptDetected, Retry, Fallback, CacheStore,
 		BudgetLearned, CallEnd,
 	}

@@ -36,6 +36,12 @@ func ociTag(recipe, key string) string {
 	return "stash-" + strings.TrimSuffix(entryName(recipe, key), ".gst")
 }
 
+// LeaseTag is the tag, in the registry an entry of recipe for key is
+// pushed to, of the fleet's lease on building it (docs/fleet-lease.md).
+func LeaseTag(recipe, key string) string {
+	return "lease-" + strings.TrimSuffix(entryName(recipe, key), ".gst")
+}
+
 // ociConfig is an entry's config blob.
 type ociConfig struct {
 	Recipe   string    `json:"recipe"`

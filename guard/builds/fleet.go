@@ -1,0 +1,260 @@
+package builds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/lease"
+	"github.com/sandbox-guard/guard/guard/progress"
+	"github.com/sandbox-guard/guard/guard/registry"
+	"github.com/sandbox-guard/guard/guard/stash"
+	"github.com/sandbox-guard/guard/guard/units"
+	"github.com/sandbox-guard/guard/manifest"
+)
+
+// One build per fleet (docs/fleet-lease.md): a build of a recipe whose
+// stash_to registry is also among its stash_from, for a key no source has
+// an entry of, first takes the fleet's lease on that key in the registry.
+// The sandbox that holds it builds, renewing it with its progress, and its
+// stash_to push publishes the entry and lets the lease go; every other
+// waits, saying who builds and how far, and restores the entry once it is
+// pushed. A lease not renewed for its period is taken over. A registry
+// that cannot hold a lease costs one line: each builds on its own.
+
+// The phases of a build that goes through the lease, as its detached
+// heal's record shows them (and guard status): a build this sandbox makes
+// for the fleet, holding the lease, starts its phase with ForTheFleet; a
+// wait for another's is "built by HOST" and ForTheFleet.
+const ForTheFleet = "for the fleet"
+
+// Fleet is how the builder reaches the fleet's leases.
+type Fleet struct {
+	Period time.Duration // [stash] lease
+	Host   string        // this sandbox's name in a lease; "" = os.Hostname
+	// Board opens the lease board of the registry dest.
+	Board func(dest string) (lease.Board, error)
+	// CanPublish says whether this sandbox can sign the entry it would
+	// push (a secret key): only then does it take a lease; it waits on
+	// another's either way.
+	CanPublish func() bool
+}
+
+// fleetTurn is a build's part in the fleet's lease: the lease this
+// sandbox holds, once it does, and the reporter of its build, whose
+// progress the renewals carry.
+type fleetTurn struct {
+	held *lease.Held
+	rep  atomic.Pointer[progress.Reporter]
+}
+
+// leaseOf is the fleet's lease on rec's build for key; nil when the
+// recipe's build does not go through one.
+func (b *Builder) leaseOf(rec *manifest.Build, key stash.Key) (*lease.Lease, error) {
+	if b.Fleet == nil || b.Stash == nil || key.Sum == "" || !registry.IsRef(rec.StashTo) || !slices.Contains(rec.StashFrom, rec.StashTo) {
+		return nil, nil
+	}
+	board, err := b.Fleet.Board(rec.StashTo)
+	if err != nil {
+		return nil, err
+	}
+	return &lease.Lease{Board: board, Tag: stash.LeaseTag(rec.Name, key.Sum), Period: b.Fleet.Period}, nil
+}
+
+// takeTurn is the fleet's lease before j's build: it returns true when
+// the entry another sandbox built for key was restored (no build), false
+// when this sandbox builds, holding the lease (j.fleet.held) or on its
+// own. It waits as long as another renews the lease, within ctx.
+func (b *Builder) takeTurn(ctx context.Context, j job, key stash.Key) bool {
+	l, err := b.leaseOf(j.rec, key)
+	if l == nil && err == nil {
+		return false
+	}
+	dest := stash.Redact(j.rec.StashTo)
+	if err != nil {
+		b.leaseUnavailable(j, dest, err)
+		return false
+	}
+	host := b.Fleet.Host
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	me := lease.Record{Host: host, PID: os.Getpid(), What: "the build of " + j.name, Percent: -1, LeftMS: -1}
+	w := &fleetWait{b: b, j: j, dest: dest}
+	defer w.stop()
+	var failing time.Time
+	for first := true; ; first = false {
+		if !first {
+			if done, err := w.restore(ctx, key); done || err != nil {
+				return done
+			}
+		}
+		held, other, st, err := b.take(ctx, l, me)
+		switch {
+		case ctx.Err() != nil:
+			return false
+		case err != nil && w.rep == nil:
+			b.leaseUnavailable(j, dest, err)
+			return false
+		case err != nil:
+			// While waiting: a registry that stays away for a period
+			// leaves each to build on its own.
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if time.Since(failing) > l.Poll()*3 {
+				b.leaseUnavailable(j, dest, err)
+				return false
+			}
+		case held != nil:
+			b.hold(j, dest, held)
+			return false
+		case st == lease.None || st == lease.Expired || st == lease.Done:
+			return false // free, and this sandbox cannot publish: it builds, as before
+		case st == lease.Abandoned:
+			fmt.Fprintf(b.stderr(), "guard: %s's build of %s for the fleet failed; building here\n", other.Host, j.name)
+			return false
+		default: // live: wait for it
+			failing = time.Time{}
+			w.show(other)
+		}
+		if lease.Sleep(ctx, l.Poll()) != nil {
+			return false
+		}
+	}
+}
+
+// take is l.Take for a sandbox that can publish, else a look: the caller
+// reads a free lease as "build on your own".
+func (b *Builder) take(ctx context.Context, l *lease.Lease, me lease.Record) (*lease.Held, lease.Record, lease.State, error) {
+	if b.Fleet.CanPublish != nil && b.Fleet.CanPublish() {
+		return l.Take(ctx, me)
+	}
+	r, st, err := l.Look(ctx)
+	return nil, r, st, err
+}
+
+// hold starts the renewals of the lease this sandbox took, with the
+// progress of its build, and says so.
+func (b *Builder) hold(j job, dest string, held *lease.Held) {
+	j.fleet.held = held
+	ev := heallog.Event{Event: heallog.FleetLease, Tool: j.rec.Name, Target: dest, Result: "taken"}
+	line := fmt.Sprintf("guard: building %s for the fleet (its lease in %s)", j.name, dest)
+	if was := held.TookOver; was != nil {
+		ev.Result, ev.Reason = "taken over", fmt.Sprintf("from %s (pid %d), not renewed for its period", was.Host, was.PID)
+		line = fmt.Sprintf("guard: %s (pid %d) stopped renewing its lease on building %s; building it for the fleet here", was.Host, was.PID, j.name)
+	}
+	b.event(ev)
+	fmt.Fprintln(b.stderr(), line)
+	turn := j.fleet
+	held.Keep(func() lease.Progress {
+		p := lease.Progress{Percent: -1, Left: -1, Phase: "building"}
+		if rep := turn.rep.Load(); rep != nil {
+			s := rep.Snapshot()
+			p.Percent, p.Left = s.Percent, s.Left
+		}
+		return p
+	}, func(err error) {
+		fmt.Fprintf(b.stderr(), "guard: the fleet's lease on building %s was taken over by another sandbox; building on\n", j.name)
+	})
+}
+
+// letGo ends this sandbox's part in the lease after its build: the
+// stash_to push that publishes the entry holds it from here (pushing
+// says whether one started), or, when none did, it is let go as failed
+// so that the waiters build on their own at once.
+func (b *Builder) letGo(j job, pushing bool) {
+	held := j.fleet.held
+	if held == nil {
+		return
+	}
+	held.Stop()
+	if pushing {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := held.Release(ctx, lease.Failed)
+	ev := heallog.Event{Event: heallog.FleetLease, Tool: j.rec.Name, Target: stash.Redact(j.rec.StashTo), Result: "released", Reason: string(lease.Failed)}
+	if err != nil {
+		ev.Level, ev.Reason = "warn", "failed; the release itself failed: "+units.OneLine(err)
+	}
+	b.event(ev)
+}
+
+// leaseUnavailable says that the registry cannot hold the lease: this
+// sandbox builds on its own, as each did before leases.
+func (b *Builder) leaseUnavailable(j job, dest string, err error) {
+	b.event(heallog.Event{Level: "warn", Event: heallog.FleetLease, Tool: j.rec.Name, Target: dest, Result: "unavailable", Reason: units.OneLine(err)})
+	fmt.Fprintf(b.stderr(), "guard: the fleet's registry %s cannot hold a lease on building %s (%s); building here\n", dest, j.name, units.OneLine(err))
+}
+
+// fleetWait is a wait for another sandbox's build.
+type fleetWait struct {
+	b      *Builder
+	j      job
+	dest   string
+	rep    *progress.Reporter
+	holder lease.Record
+	start  time.Time
+}
+
+// show says, the first time, who builds and that this sandbox waits, then
+// keeps the progress line (and a detached heal's record, which the calls
+// waiting for it read) on the holder's progress.
+func (w *fleetWait) show(r lease.Record) {
+	w.holder = r
+	status := fmt.Sprintf("built by %s %s", r.Host, ForTheFleet)
+	if w.rep == nil {
+		w.start = time.Now()
+		w.b.event(heallog.Event{Event: heallog.FleetLease, Tool: w.j.rec.Name, Target: w.dest, Result: "waited", Reason: fmt.Sprintf("%s (pid %d) holds it", r.Host, r.PID)})
+		fmt.Fprintf(w.b.stderr(), "guard: %s is being built by %s (pid %d) for the fleet (%s); waiting for its entry in %s\n", w.j.name, r.Host, r.PID, r.Where(), w.dest)
+		w.rep = progress.Start(w.b.stderr(), "waiting for "+w.j.name, 0, w.b.Pace)
+	}
+	w.rep.Show(progress.Snapshot{Percent: r.Percent, Left: r.Left(), Status: status})
+}
+
+func (w *fleetWait) stop() {
+	if w.rep != nil {
+		w.rep.Stop("")
+		w.rep = nil
+	}
+}
+
+// restore takes the entry from the registry once it is there: done when
+// it was restored and the target is healthy; an error (said here) when
+// an entry came and cannot be used, and this sandbox builds.
+func (w *fleetWait) restore(ctx context.Context, key stash.Key) (bool, error) {
+	b, j := w.b, w.j
+	got, err := b.Stash.Restore(ctx, j.rec.Name, key, j.rec.Dir, j.rec.Outputs, []string{j.rec.StashTo})
+	if errors.Is(err, stash.ErrNoEntry) {
+		return false, nil
+	}
+	if err == nil && j.target != "" {
+		if h := CheckBinary(j.target, b.StampDir(), b.libraryPath()); !h.OK {
+			err = fmt.Errorf("%s is still %s after the restore", j.target, h.Reason)
+		}
+	}
+	ev := heallog.Event{Event: heallog.BinaryRestore, Tool: j.tool, Target: j.target, Result: "ok", Bytes: got.Bytes,
+		Reason: fmt.Sprintf("from %s, built by %s for the fleet", w.dest, w.holder.Host)}
+	if !w.start.IsZero() {
+		ev.DurationMS = time.Since(w.start).Milliseconds()
+	}
+	if err != nil {
+		ev.Level, ev.Result, ev.Reason = "warn", "failed", units.OneLine(err)
+		b.event(ev)
+		w.stop()
+		fmt.Fprintf(b.stderr(), "guard: cannot restore %s from %s (%s); building here\n", j.name, w.dest, units.OneLine(err))
+		return false, err
+	}
+	b.event(ev)
+	w.stop()
+	fmt.Fprintf(b.stderr(), "guard: restored %s from %s, built by %s for the fleet (%s, a %s entry); no build needed\n",
+		j.name, w.dest, w.holder.Host, units.Count(got.Files, "file", "files"), units.Bytes(got.Bytes))
+	return true, nil
+}

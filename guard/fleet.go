@@ -1,0 +1,49 @@
+package guard
+
+import (
+	"context"
+
+	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/lease"
+	"github.com/sandbox-guard/guard/guard/stash"
+	"github.com/sandbox-guard/guard/guard/units"
+)
+
+// PublishUnderLease is the stash_to push's part in the fleet's lease
+// (docs/fleet-lease.md): the build that held the lease of id on recipe's
+// entry for key hands it to the push, which renews it while it pushes and
+// lets it go once the entry is in dest (published: the waiters restore
+// it) or the push failed (each waiter builds on its own). The returned
+// function lets it go, told whether the push succeeded; a lease lost or
+// unreachable is said in the heal log and costs the push nothing.
+func (e *Engine) PublishUnderLease(recipe, key, dest, id string) func(pushed bool) {
+	ev := heallog.Event{Event: heallog.FleetLease, Tool: recipe, Target: stash.Redact(dest), Result: "released"}
+	board, err := e.leaseBoard(dest)
+	var held *lease.Held
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+		l := &lease.Lease{Board: board, Tag: stash.LeaseTag(recipe, key), Period: e.c.M.Stash.Lease.D()}
+		held, err = l.Adopt(ctx, id)
+		cancel()
+	}
+	if err != nil {
+		return func(bool) {
+			ev.Level, ev.Reason = "warn", "not held by the push: "+units.OneLine(err)
+			e.Event(ev)
+		}
+	}
+	held.Keep(func() lease.Progress { return lease.Progress{Percent: -1, Left: -1, Phase: "pushing the entry"} }, nil)
+	return func(pushed bool) {
+		how := lease.Failed
+		if pushed {
+			how = lease.Published
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*registryTimeout)
+		defer cancel()
+		ev.Reason = string(how)
+		if err := held.Release(ctx, how); err != nil {
+			ev.Level, ev.Reason = "warn", string(how)+"; the release failed: "+units.OneLine(err)
+		}
+		e.Event(ev)
+	}
+}
