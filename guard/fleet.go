@@ -26,13 +26,20 @@ func (e *Engine) PublishUnderLease(recipe, key, dest, id string) func(pushed boo
 		held, err = l.Adopt(ctx, id)
 		cancel()
 	}
+	if err == nil {
+		// At once: the build stopped renewing when it handed the lease
+		// over, and this process started at low priority.
+		ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+		err = held.Renew(ctx, pushing)
+		cancel()
+	}
 	if err != nil {
 		return func(bool) {
-			ev.Level, ev.Reason = "warn", "not held by the push: "+units.OneLine(err)
+			ev.Level, ev.Result, ev.Reason = "warn", "unavailable", "the push could not hold it: "+units.OneLine(err)
 			e.Event(ev)
 		}
 	}
-	held.Keep(func() lease.Progress { return lease.Progress{Percent: -1, Left: -1, Phase: "pushing the entry"} }, nil)
+	held.Keep(func() lease.Progress { return pushing }, nil)
 	return func(pushed bool) {
 		how := lease.Failed
 		if pushed {
@@ -47,3 +54,6 @@ func (e *Engine) PublishUnderLease(recipe, key, dest, id string) func(pushed boo
 		e.Event(ev)
 	}
 }
+
+// pushing is the progress a push's renewals of the lease carry.
+var pushing = lease.Progress{Percent: -1, Left: -1, Phase: "pushing the entry"}

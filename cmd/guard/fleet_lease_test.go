@@ -38,8 +38,9 @@ type fleet struct {
 	runs  string // one line a cmake --build run: the sandbox's HOME
 }
 
-// newFleet sets up n sandboxes whose build step sleeps slow.
-func newFleet(t *testing.T, n int, slow time.Duration, leasePeriod string) *fleet {
+// newFleet sets up n sandboxes whose build step sleeps slow; with clone
+// none has the sources yet, and the recipe clones them (a fresh fleet).
+func newFleet(t *testing.T, n int, slow time.Duration, leasePeriod string, clone bool) *fleet {
 	t.Helper()
 	for _, tool := range []string{"cmake", "cc", "git"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -69,8 +70,10 @@ func newFleet(t *testing.T, n int, slow time.Duration, leasePeriod string) *flee
 	var sec []byte
 	for i := range n {
 		e := newFaultEnv(t, "")
-		if out, err := exec.Command("git", "clone", "-q", src, filepath.Join(e.Home, "llama.cpp")).CombinedOutput(); err != nil {
-			t.Fatalf("git clone: %v\n%s", err, out)
+		if !clone {
+			if out, err := exec.Command("git", "clone", "-q", src, filepath.Join(e.Home, "llama.cpp")).CombinedOutput(); err != nil {
+				t.Fatalf("git clone: %v\n%s", err, out)
+			}
 		}
 		if err := reg.DockerLogin(e.Home); err != nil {
 			t.Fatal(err)
@@ -103,10 +106,13 @@ func newFleet(t *testing.T, n int, slow time.Duration, leasePeriod string) *flee
 		e.Tool("cmake", fmt.Sprintf(`case "$1" in --build) echo "$HOME" >> %s; sleep %d;; esac
 %s "$@"
 rc=$?
-times | tail -n 1 >> %s
+times >> %s
 exit $rc
 `, f.runs, int(slow.Seconds()), mustLook(t, "cmake"), filepath.Join(dir, "cpu")))
 		m := fleetManifest(reg.Host, pub, leasePeriod)
+		if clone {
+			m = strings.Replace(m, "dir = ", fmt.Sprintf("repo = %q\ndir = ", "file://"+src), 1)
+		}
 		if os.Getenv("GUARD_FLEET_NOLEASE") != "" {
 			// The measurement's baseline: stash_to alone, no lease.
 			m = strings.Replace(m, "stash_from = ", "# stash_from = ", 1)
@@ -242,14 +248,19 @@ func (f *fleet) leaseEvents() map[string]int {
 	n := map[string]int{}
 	for _, e := range f.boxes {
 		for _, ev := range logEvents(f.t, e.Log, "fleet.lease") {
-			n[fmt.Sprint(ev["result"])]++
+			k := fmt.Sprint(ev["result"])
+			if k == "released" {
+				k += " " + fmt.Sprint(ev["reason"])
+			}
+			n[k]++
 		}
 	}
 	return n
 }
 
-// Eight sandboxes at once: one builds, the seven others wait on its lease
-// and restore its entry; the heal logs say who took, waited and released.
+// Eight fresh sandboxes at once (the recipe clones the sources): one
+// builds, the seven others wait on its lease and restore its entry; the
+// heal logs say who took, waited and released it as published.
 func TestFleetBuildsOnce(t *testing.T) {
 	t.Parallel()
 	rounds, _ := strconv.Atoi(os.Getenv("GUARD_FLEET_ROUNDS"))
@@ -258,7 +269,7 @@ func TestFleetBuildsOnce(t *testing.T) {
 		slow = 20 * time.Second
 	}
 	for round := range max(rounds, 1) {
-		f := newFleet(t, 8, slow, "3s")
+		f := newFleet(t, 8, slow, "3s", rounds == 0)
 		answers := f.callAll("hello")
 		checkAnswers(t, answers, "hello")
 		for _, a := range answers[:2] {
@@ -282,8 +293,8 @@ func TestFleetBuildsOnce(t *testing.T) {
 		}
 		f.sweep()
 		ev := f.leaseEvents()
-		if builds == 1 && (ev["taken"] != 1 || ev["waited"] < 1 || ev["released"] != 1) {
-			t.Errorf("round %d: lease events %v, want one taken, some waited, one released", round, ev)
+		if builds == 1 && (ev["taken"] != 1 || ev["waited"] < 1 || ev["released published"] != 1) {
+			t.Errorf("round %d: lease events %v, want one taken, some waited, one released as published", round, ev)
 		}
 		restored := 0
 		for _, e := range f.boxes {
@@ -348,11 +359,16 @@ func (f *fleet) waitTaken() (int, int) {
 // answers, the killed one's next heal included.
 func TestFleetLeaseTakenOverAfterSIGKILL(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, 4, 8*time.Second, "3s")
+	f := newFleet(t, 4, 8*time.Second, "3s", false)
 	done := make(chan []answer)
 	go func() { done <- f.callAll("again") }()
 	box, pid := f.waitTaken()
-	time.Sleep(time.Second) // mid-build
+	// Mid-build: once its build step runs (the cmake wrapper counted it).
+	for deadline := time.Now().Add(2 * time.Minute); f.builds() < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the holder's build step did not start within 2 minutes")
+		}
+	}
 	killed := time.Now()
 	guardtest.KillSession(pid)
 	answers := <-done
@@ -387,7 +403,7 @@ func TestFleetLeaseTakenOverAfterSIGKILL(t *testing.T) {
 // each builds on its own and answers, and the heal logs say why.
 func TestFleetLeaseRegistryStopped(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, 3, 5*time.Second, "3s")
+	f := newFleet(t, 3, 5*time.Second, "3s", false)
 	done := make(chan []answer)
 	go func() { done <- f.callAll("down") }()
 	f.waitTaken()

@@ -130,6 +130,11 @@ func (b *Builder) Build(ctx context.Context, tool string, rec *manifest.Build, t
 	if restored || b.takeTurn(ctx, j, key) {
 		return nil
 	}
+	if ctx.Err() != nil {
+		// The heal's limit ended while it waited for another sandbox's
+		// build: no build of its own can start in no time.
+		return fmt.Errorf("build %s: waiting for the fleet's build: %w", name, context.Cause(ctx))
+	}
 	start := time.Now()
 	err = b.rebuild(ctx, j, reason, limit, held.File())
 	if errors.Is(err, errRestoredAfterClone) {

@@ -50,13 +50,16 @@ type Fleet struct {
 // progress the renewals carry.
 type fleetTurn struct {
 	held *lease.Held
+	key  string // the key the lease was taken on
 	rep  atomic.Pointer[progress.Reporter]
 }
 
 // leaseOf is the fleet's lease on rec's build for key; nil when the
 // recipe's build does not go through one.
 func (b *Builder) leaseOf(rec *manifest.Build, key stash.Key) (*lease.Lease, error) {
-	if b.Fleet == nil || b.Stash == nil || key.Sum == "" || !registry.IsRef(rec.StashTo) || !slices.Contains(rec.StashFrom, rec.StashTo) {
+	// With no key trusted here, another's entry could never be
+	// restored: waiting for it would only add its build to this one.
+	if b.Fleet == nil || b.Stash == nil || len(b.Stash.Trusted) == 0 || key.Sum == "" || !registry.IsRef(rec.StashTo) || !slices.Contains(rec.StashFrom, rec.StashTo) {
 		return nil, nil
 	}
 	board, err := b.Fleet.Board(rec.StashTo)
@@ -89,12 +92,19 @@ func (b *Builder) takeTurn(ctx context.Context, j job, key stash.Key) bool {
 	defer w.stop()
 	var failing time.Time
 	for first := true; ; first = false {
+		var err error
 		if !first {
-			if done, err := w.restore(ctx, key); done || err != nil {
-				return done
+			var done bool
+			if done, err = w.restore(ctx, key); done {
+				return true
 			}
 		}
-		held, other, st, err := b.take(ctx, l, me)
+		var held *lease.Held
+		var other lease.Record
+		var st lease.State
+		if err == nil {
+			held, other, st, err = b.take(ctx, l, me)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return false
@@ -102,16 +112,20 @@ func (b *Builder) takeTurn(ctx context.Context, j job, key stash.Key) bool {
 			b.leaseUnavailable(j, dest, err)
 			return false
 		case err != nil:
-			// While waiting: a registry that stays away for a period
-			// leaves each to build on its own.
+			// While waiting: one failed answer is not the registry
+			// gone, but one that stays away (or an entry that cannot
+			// be used) for three looks leaves this sandbox to build on
+			// its own.
 			if failing.IsZero() {
 				failing = time.Now()
 			}
 			if time.Since(failing) > l.Poll()*3 {
+				w.stop()
 				b.leaseUnavailable(j, dest, err)
 				return false
 			}
 		case held != nil:
+			j.fleet.key = key.Sum
 			b.hold(j, dest, held)
 			return false
 		case st == lease.None || st == lease.Expired || st == lease.Done:
@@ -227,8 +241,8 @@ func (w *fleetWait) stop() {
 }
 
 // restore takes the entry from the registry once it is there: done when
-// it was restored and the target is healthy; an error (said here) when
-// an entry came and cannot be used, and this sandbox builds.
+// it was restored and the target is healthy; an error when the registry
+// did not answer or an entry came and cannot be used.
 func (w *fleetWait) restore(ctx context.Context, key stash.Key) (bool, error) {
 	b, j := w.b, w.j
 	got, err := b.Stash.Restore(ctx, j.rec.Name, key, j.rec.Dir, j.rec.Outputs, []string{j.rec.StashTo})
@@ -246,11 +260,7 @@ func (w *fleetWait) restore(ctx context.Context, key stash.Key) (bool, error) {
 		ev.DurationMS = time.Since(w.start).Milliseconds()
 	}
 	if err != nil {
-		ev.Level, ev.Result, ev.Reason = "warn", "failed", units.OneLine(err)
-		b.event(ev)
-		w.stop()
-		fmt.Fprintf(b.stderr(), "guard: cannot restore %s from %s (%s); building here\n", j.name, w.dest, units.OneLine(err))
-		return false, err
+		return false, err // said by the caller once it stops waiting
 	}
 	b.event(ev)
 	w.stop()

@@ -167,7 +167,7 @@ func (b *Builder) stashBuild(ctx context.Context, j job, before stash.Key) bool 
 		// The lease was taken for the key before the build: the push of
 		// another key's entry does not publish what the fleet waits for.
 		leaseID := ""
-		if held := j.fleet.held; held != nil && it.Key == before.Sum {
+		if held := j.fleet.held; held != nil && it.Key == j.fleet.key {
 			leaseID = held.Record().ID
 		}
 		// In the background: a registry that is slow or down never

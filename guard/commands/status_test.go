@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	"github.com/creack/pty"
@@ -539,5 +540,32 @@ func TestPrebuiltLineNamesWhatTheReleaseLacks(t *testing.T) {
 		if got := prebuiltLine(&c.pb); got != c.want {
 			t.Errorf("prebuiltLine(%+v)\n got %q\nwant %q", c.pb, got, c.want)
 		}
+	}
+}
+
+// A build that goes through the fleet's lease says so in status's list of
+// heals in the background: held here, or waited on with who builds
+// (docs/fleet-lease.md); another build's phase says nothing of a fleet.
+func TestStatusShowsTheFleetLease(t *testing.T) {
+	t.Parallel()
+	r := &Report{Healing: []HealingState{
+		{What: "the build of a", Phase: "for the fleet, step 2/2 cmake: [50%] Building C object", Percent: -1, LeftMS: -1},
+		{What: "the build of b", Phase: "built by host-7 for the fleet", Percent: 45, LeftMS: 180_000},
+		{What: "the build of c", Phase: "step 1/2 cmake", Percent: -1, LeftMS: -1},
+	}}
+	var out bytes.Buffer
+	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
+	(&printer{home: "/h"}).healing(tw, r)
+	tw.Flush()
+	for _, want := range []string{
+		"the build of a (for the fleet: the lease is held here)",
+		"the build of b (built by host-7 for the fleet: waiting on its lease)  45%, about 3m0s left",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "the build of c (") {
+		t.Errorf("a build outside the fleet's lease is said to be in it:\n%s", out.String())
 	}
 }

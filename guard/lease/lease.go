@@ -65,7 +65,8 @@ func (r Record) Left() time.Duration {
 	if r.LeftMS < 0 {
 		return -1
 	}
-	return time.Duration(r.LeftMS) * time.Millisecond
+	// A remote party's number: a week is more than any build says.
+	return time.Duration(min(r.LeftMS, int64(7*24*time.Hour/time.Millisecond))) * time.Millisecond
 }
 
 // period is the record's own period, bounded: a record is a remote
@@ -163,14 +164,20 @@ func (l *Lease) Look(ctx context.Context) (Record, State, error) {
 
 // judge is the state of record r, seen now.
 func (l *Lease) judge(r Record) State {
+	now := l.clock()
 	switch r.Ended {
 	case Published:
 		return Done
 	case "":
 	default:
+		// A failure is every waiter's to build on its own while it is
+		// fresh; an old one (a passing trouble, days ago) is no reason
+		// to leave the fleet uncoordinated for good.
+		if now.Sub(r.Renewed) > 2*r.period(l.period()) {
+			return None
+		}
 		return Abandoned
 	}
-	now := l.clock()
 	if r.ID != l.seenID || r.Seq != l.seenSeq || l.seenAt.IsZero() {
 		l.seenID, l.seenSeq, l.seenAt = r.ID, r.Seq, now
 	}
@@ -397,7 +404,22 @@ func parseRecord(data []byte) (Record, error) {
 	if r.ID == "" {
 		return r, errors.New("a lease record without a holder")
 	}
+	// Shown on the terminal of every waiter: an unsigned remote party's
+	// words, made printable and short.
+	r.Host, r.Phase, r.What = printable(r.Host, 64), printable(r.Phase, 120), printable(r.What, 120)
 	return r, nil
+}
+
+// printable is s with every byte outside printable ASCII replaced by '?',
+// cut at n bytes.
+func printable(s string, n int) string {
+	b := []byte(s[:min(len(s), n)])
+	for i, c := range b {
+		if c < 0x20 || c > 0x7e {
+			b[i] = '?'
+		}
+	}
+	return string(b)
 }
 
 // maxRecord bounds a record: a host name, a phase and a few numbers.

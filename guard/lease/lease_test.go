@@ -143,9 +143,14 @@ func TestOldAndEndedLeases(t *testing.T) {
 	if h, _, st, _ := newLease(b, c).Take(ctx, Record{}); h == nil || st != Done {
 		t.Fatalf("a done lease whose result is gone was not taken: %v %v", h, st)
 	}
-	b.recs["lease-x"] = Record{ID: "f", Ended: Failed}
+	b.recs["lease-x"] = Record{ID: "f", Ended: Failed, Renewed: c.now()}
 	if h, _, st, _ := newLease(b, c).Take(ctx, Record{}); h != nil || st != Abandoned {
 		t.Fatalf("a failed lease: %v %v, want abandoned and not taken", h, st)
+	}
+	// A failure two periods old is no reason to build uncoordinated.
+	c.add(61 * time.Second)
+	if h, _, _, _ := newLease(b, c).Take(ctx, Record{}); h == nil {
+		t.Fatal("an old failed lease was not taken")
 	}
 	// A period of a year in a record is bounded.
 	b.recs["lease-x"] = Record{ID: "y", Seq: 1, PeriodMS: int64(365 * 24 * time.Hour / time.Millisecond), Renewed: c.now()}
@@ -292,10 +297,21 @@ func FuzzParseRecord(f *testing.F) {
 	f.Add([]byte(`{"id":"a","host":"h","seq":1,"percent":-1,"left_ms":-1}`))
 	f.Add([]byte(`{"id":""}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"id":"a","host":"\u001b[2Jevil","left_ms":9223372036854775807}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := parseRecord(data)
 		if err == nil && r.ID == "" {
 			t.Fatal("a record without a holder was accepted")
+		}
+		for _, s := range []string{r.Host, r.Phase, r.What} {
+			for _, c := range []byte(s) {
+				if err == nil && (c < 0x20 || c > 0x7e) {
+					t.Fatalf("an unprintable byte %#x reaches the terminal in %q", c, s)
+				}
+			}
+		}
+		if err == nil && r.Left() < -1 {
+			t.Fatalf("a time left of %s", r.Left())
 		}
 		if err == nil {
 			_ = r.Where()
