@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/healjob"
+	"github.com/sandbox-guard/guard/guard/lease"
 	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/state"
 )
@@ -267,8 +268,8 @@ func (e *healingError) Error() string {
 // that is restoring from the stash or a stash_from source says so (its
 // phase, set by the builder), not that a build runs.
 func doing(r healjob.Record) string {
-	if by, ok := strings.CutPrefix(r.Phase, "built by "); ok && strings.HasSuffix(r.Phase, builds.ForTheFleet) {
-		return r.What + ", built by " + by // another sandbox holds the fleet's lease (docs/fleet-lease.md)
+	if lease.WaitingPhase(r.Phase) {
+		return r.What + ", " + r.Phase // another sandbox holds the fleet's lease (docs/fleet-lease.md)
 	}
 	if from, ok := strings.CutPrefix(r.Phase, "restoring "); ok {
 		if name, ok := strings.CutPrefix(r.What, "the build of "); ok {

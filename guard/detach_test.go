@@ -16,6 +16,7 @@ func TestDoingNamesWhoBuildsForTheFleet(t *testing.T) {
 		{"restoring from the stash or oci://r/s", "the restore of llama-cpp from the stash or oci://r/s"},
 		{"for the fleet, step 1/2 cmake", "the build of llama-cpp"},
 		{"built by hand", "the build of llama-cpp"},
+		{"downloaded by host-2 for the fleet", "the build of llama-cpp, downloaded by host-2 for the fleet"},
 	} {
 		if got := doing(healjob.Record{What: "the build of llama-cpp", Phase: c.phase}); got != c.want {
 			t.Errorf("phase %q: %q, want %q", c.phase, got, c.want)

@@ -191,8 +191,14 @@ func (e *Engine) builder() *builds.Builder {
 		Stash:       e.Stash(),
 		Tools:       e.toolsBuiltBy,
 		PushTo:      e.pushInBackground,
-		Fleet:       &builds.Fleet{Period: e.c.M.Stash.Lease.D(), Board: e.leaseBoard, CanPublish: e.canSign},
+		Fleet:       e.fleet(e.canSign),
 	}
+}
+
+// fleet is how a healer reaches the fleet's leases (docs/fleet-lease.md);
+// canPublish says whether this sandbox can publish what it would make.
+func (e *Engine) fleet(canPublish func() bool) *lease.Fleet {
+	return &lease.Fleet{Period: e.c.M.Stash.Lease.D(), Board: e.leaseBoard, CanPublish: canPublish}
 }
 
 // leaseBoard is the board of the fleet's leases in the registry dest
@@ -261,7 +267,30 @@ func newModels(e *Engine) *models.Healer {
 		Token:       e.c.HFToken,
 		Pace:        e.pace,
 		Registry:    e.Registry(),
+		Fleet:       e.fleet(nil),
+		PushTo:      e.pushModelInBackground,
 	}
+}
+
+// pushModelInBackground starts `guard model push --lease ID PATH DEST` in
+// a session of its own, at low priority, its output in the model's push
+// log (STATE/jobs/push-model-KEY.log), and does not wait for it: a
+// model's push_to (docs/fleet-lease.md).
+func (e *Engine) pushModelInBackground(path, dest, leaseID string) error {
+	key := "push-model-" + state.PathKey(path)
+	if err := os.MkdirAll(e.c.State().Jobs(), 0o700); err != nil { // a heal in the foreground made none
+		return err
+	}
+	logf, err := state.OpenOwn(healjob.LogPath(e.c.StateDir, key), os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	if err := logf.Truncate(0); err != nil {
+		return err
+	}
+	_, err = healjob.Spawn(e.c.Self, []string{"guard", "model", "push", "--lease", leaseID, path, dest}, e.c.Env, logf)
+	return err
 }
 
 // newSpeeds is the store of speeds Speeds returns.

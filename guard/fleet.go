@@ -5,6 +5,7 @@ import (
 
 	"github.com/sandbox-guard/guard/guard/heallog"
 	"github.com/sandbox-guard/guard/guard/lease"
+	"github.com/sandbox-guard/guard/guard/models"
 	"github.com/sandbox-guard/guard/guard/stash"
 	"github.com/sandbox-guard/guard/guard/units"
 )
@@ -17,12 +18,24 @@ import (
 // function lets it go, told whether the push succeeded; a lease lost or
 // unreachable is said in the heal log and costs the push nothing.
 func (e *Engine) PublishUnderLease(recipe, key, dest, id string) func(pushed bool) {
-	ev := heallog.Event{Event: heallog.FleetLease, Tool: recipe, Target: stash.Redact(dest), Result: "released"}
+	return e.publishUnderLease(recipe, stash.LeaseTag(recipe, key), dest, id)
+}
+
+// PublishModelUnderLease is PublishUnderLease for the push of a model
+// file to its push_to, dest (guard model push --lease).
+func (e *Engine) PublishModelUnderLease(file, dest, id string) func(pushed bool) {
+	return e.publishUnderLease(file, models.LeaseTag(dest), dest, id)
+}
+
+// publishUnderLease holds the lease tagged tag in dest, of id, for the
+// push of what (a recipe, a model file).
+func (e *Engine) publishUnderLease(what, tag, dest, id string) func(pushed bool) {
+	ev := heallog.Event{Event: heallog.FleetLease, Tool: what, Target: stash.Redact(dest), Result: "released"}
 	board, err := e.leaseBoard(dest)
 	var held *lease.Held
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
-		l := &lease.Lease{Board: board, Tag: stash.LeaseTag(recipe, key), Period: e.c.M.Stash.Lease.D()}
+		l := &lease.Lease{Board: board, Tag: tag, Period: e.c.M.Stash.Lease.D()}
 		held, err = l.Adopt(ctx, id)
 		cancel()
 	}

@@ -328,6 +328,7 @@ func encodeModel(e *encoder, m *Model) {
 	e.float(m.Budget.TokensPerSecond)
 	e.str(m.Fallback)
 	e.int(int64(m.Connections))
+	e.str(m.PushTo)
 }
 
 func decodeModel(d *decoder) *Model {
@@ -341,5 +342,6 @@ func decodeModel(d *decoder) *Model {
 	m.Budget.TokensPerSecond = d.float()
 	m.Fallback = d.str()
 	m.Connections = int(d.int())
+	m.PushTo = d.str()
 	return m
 }

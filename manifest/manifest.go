@@ -140,6 +140,11 @@ type Model struct {
 	// Connections is how many ranged requests may fetch the file at once
 	// (docs/downloads.md, "Downloads in parts"); 0 = 8, 1 = one stream.
 	Connections int `toml:"connections,omitzero"`
+	// PushTo is a registry tag (oci://HOST/REPO:TAG) a download from the
+	// model's other urls is pushed to, in the background, for the rest of
+	// the fleet; when it is among the urls too, one sandbox downloads
+	// and the others wait on its lease (docs/fleet-lease.md).
+	PushTo string `toml:"push_to,omitempty"`
 }
 
 // ModelBudget is the time a call with this model may take: Base plus the

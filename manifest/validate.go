@@ -349,6 +349,15 @@ func (c *checker) model(m *Manifest, i int) {
 			c.errorf(modelPath(i, "urls").index(k), "%s", why)
 		}
 	}
+	if md.PushTo != "" {
+		if !strings.HasPrefix(md.PushTo, "oci://") {
+			c.errorf(modelPath(i, "push_to"), "%q is not a registry: want oci://HOST[:PORT]/REPO:TAG", md.PushTo)
+		} else if why := checkModelRegistry(md.PushTo, md.SHA256); why != "" {
+			c.errorf(modelPath(i, "push_to"), "%s", why)
+		} else if strings.Contains(md.PushTo, "@") || !strings.Contains(md.PushTo[strings.LastIndex(md.PushTo, "/"):], ":") {
+			c.errorf(modelPath(i, "push_to"), "%q: push to a tag, oci://HOST[:PORT]/REPO:TAG (the digest is the file's)", md.PushTo)
+		}
+	}
 	if md.Connections < 0 || md.Connections > MaxConnections {
 		c.errorf(modelPath(i, "connections"), "must be from 1 to %d (or 0 for the default, %d)", MaxConnections, DefaultConnections)
 	}

@@ -102,6 +102,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad build timeout", "[builds.b]\ndir = \"/b\"\nsteps = [[\"make\"]]\ntimeout = \"1d\"\n", 4,
 			`builds.b.timeout: "1d" is not a duration: write a number with a unit, such as "45s" or "2m"`},
 		{"bad ttl", "[cache]\nttl = \"-5m\"\n", 2, "cache.ttl: -5m: a duration must not be negative"},
+		{"lease too short", "[stash]\nlease = \"500ms\"\n", 2, "stash.lease: 500ms: a lease is between 1s and 10m"},
+		{"lease too long", "[stash]\nlease = \"1h\"\n", 2, "stash.lease: 1h: a lease is between 1s and 10m"},
+		{"negative lease", "[stash]\nlease = \"-5s\"\n", 2, "stash.lease: -5s: a duration must not be negative"},
 
 		// models
 		{"zero size", "[[models]]\nfile = \"a.gguf\"\nsize = 0\n", 3,
@@ -121,6 +124,12 @@ func TestParseErrors(t *testing.T) {
 			"models[0].sha256: must be 64 hex characters, or empty until `guard manifest pin` fills it"},
 		{"non-hex sha256", oneModel + "sha256 = \"" + strings.Repeat("g", 64) + "\"\n", 4,
 			"models[0].sha256: must be 64 hex characters, or empty until `guard manifest pin` fills it"},
+		{"push_to without a tag", oneModel + "push_to = \"oci://r.lan/fleet/m\"\n", 4,
+			`models[0].push_to: "oci://r.lan/fleet/m": push to a tag, oci://HOST[:PORT]/REPO:TAG (the digest is the file's)`},
+		{"push_to a digest", oneModel + "push_to = \"oci://r.lan/fleet/m@sha256:" + strings.Repeat("a", 64) + "\"\n", 4,
+			`models[0].push_to: "oci://r.lan/fleet/m@sha256:` + strings.Repeat("a", 64) + `": push to a tag, oci://HOST[:PORT]/REPO:TAG (the digest is the file's)`},
+		{"push_to not a registry", oneModel + "push_to = \"https://r.lan/m\"\n", 4,
+			`models[0].push_to: "https://r.lan/m" is not a registry: want oci://HOST[:PORT]/REPO:TAG`},
 		{"too many connections", oneModel + "connections = 17\n", 4,
 			"models[0].connections: must be from 1 to 16 (or 0 for the default, 8)"},
 		{"negative connections", oneModel + "connections = -1\n", 4,

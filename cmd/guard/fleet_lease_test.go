@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -417,5 +420,97 @@ func TestFleetLeaseRegistryStopped(t *testing.T) {
 	f.sweep()
 	for _, a := range answers {
 		t.Logf("sandbox %d: %s", a.box, a.faultResult)
+	}
+}
+
+// throttled is a model's own source that sends it slowly (64 KiB every
+// 100 ms), with Range, and counts the bytes it sent.
+type throttled struct {
+	data []byte
+	sent atomic.Int64
+}
+
+func (s *throttled) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	http.ServeContent(w, r, "m.gguf", time.Time{}, &slowReader{s: s, r: bytes.NewReader(s.data)})
+}
+
+type slowReader struct {
+	s *throttled
+	r *bytes.Reader
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	time.Sleep(100 * time.Millisecond)
+	n, err := s.r.Read(p[:min(len(p), 64<<10)])
+	s.s.sent.Add(int64(n))
+	return n, err
+}
+
+func (s *slowReader) Seek(off int64, whence int) (int64, error) { return s.r.Seek(off, whence) }
+
+// Eight sandboxes heal one model at once, its own source slow (about 3 s
+// for its 2 MiB), push_to naming the registry tag that is also its first
+// url: one sandbox downloads from the source and pushes it; the others
+// wait on its lease and download it from the registry.
+func TestFleetDownloadsAModelOnce(t *testing.T) {
+	t.Parallel()
+	const size = 2 << 20
+	data := guardtest.GGUF(size)
+	src := &throttled{data: data}
+	srv := httptest.NewServer(src)
+	t.Cleanup(srv.Close)
+	f := &fleet{t: t, dir: t.TempDir()}
+	reg, err := guardtest.NewRegistry(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	f.reg = reg
+	tag := "oci://" + reg.Host + "/fleet/models:m"
+	for range 8 {
+		e := newFaultEnv(t, fmt.Sprintf(`
+[registry]
+plain_http = [%q]
+
+[stash]
+lease = "3s"
+
+[[models]]
+file = "m.gguf"
+size = %d
+sha256 = %q
+urls = [%q, %q]
+push_to = %q
+connections = 1
+`, reg.Host, size, guardtest.Sum(data), tag, srv.URL+"/m.gguf", tag))
+		if err := reg.DockerLogin(e.Home); err != nil {
+			t.Fatal(err)
+		}
+		f.boxes = append(f.boxes, e)
+	}
+	t.Cleanup(f.sweep)
+	results := make([]faultResult, len(f.boxes))
+	var wg sync.WaitGroup
+	for i, e := range f.boxes {
+		wg.Go(func() { results[i] = e.RunPath(e.Guard, "heal", "m.gguf") })
+	}
+	wg.Wait()
+	for i, r := range results {
+		assertNoCrash(t, fmt.Sprintf("sandbox %d", i), r)
+		got, err := os.ReadFile(filepath.Join(f.boxes[i].Home, "m.gguf"))
+		if r.Code != 0 || err != nil || !bytes.Equal(got, data) {
+			t.Errorf("sandbox %d: the model is not whole (%v): %s", i, err, r)
+		}
+	}
+	t.Logf("a waiter: %s", results[1])
+	f.sweep()
+	if sent := src.sent.Load(); sent > 2*size {
+		t.Errorf("the model's own source sent %d bytes to 8 sandboxes: more than 2 downloads of %d", sent, size)
+	} else {
+		t.Logf("the model's own source sent %d bytes (the model is %d)", sent, size)
+	}
+	ev := f.leaseEvents()
+	if src.sent.Load() <= size && (ev["taken"] != 1 || ev["waited"] < 1 || ev["released published"] != 1) {
+		t.Errorf("lease events %v, want one taken, some waited, one released as published", ev)
 	}
 }

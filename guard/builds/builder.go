@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/lease"
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/progress"
 	"github.com/sandbox-guard/guard/guard/stash"
@@ -59,7 +60,7 @@ type Builder struct {
 	// of id once it is pushed (fleet.go; "" = none); nil = none is pushed.
 	PushTo func(recipe, key, dest, leaseID string) error
 	// Fleet reaches the fleet's build leases (fleet.go); nil = none.
-	Fleet *Fleet
+	Fleet *lease.Fleet
 
 	geteuid func() int // nil = os.Geteuid; a test plays root or not (SetEUID)
 }
@@ -257,7 +258,7 @@ func (b *Builder) rebuild(ctx context.Context, j job, reason string, limit time.
 		}
 		prefix := fmt.Sprintf("step %d/%d %s", i+1, len(rec.Steps), step[0])
 		if j.fleet.held != nil {
-			prefix = ForTheFleet + ", " + prefix // guard status says the lease is held here
+			prefix = lease.ForTheFleet + ", " + prefix // guard status says the lease is held here
 		}
 		out.SetPrefix(prefix, rep)
 		fmt.Fprintf(logf, "$ %s\n", QuoteArgv(step))

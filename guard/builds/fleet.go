@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -26,24 +25,6 @@ import (
 // waits, saying who builds and how far, and restores the entry once it is
 // pushed. A lease not renewed for its period is taken over. A registry
 // that cannot hold a lease costs one line: each builds on its own.
-
-// The phases of a build that goes through the lease, as its detached
-// heal's record shows them (and guard status): a build this sandbox makes
-// for the fleet, holding the lease, starts its phase with ForTheFleet; a
-// wait for another's is "built by HOST" and ForTheFleet.
-const ForTheFleet = "for the fleet"
-
-// Fleet is how the builder reaches the fleet's leases.
-type Fleet struct {
-	Period time.Duration // [stash] lease
-	Host   string        // this sandbox's name in a lease; "" = os.Hostname
-	// Board opens the lease board of the registry dest.
-	Board func(dest string) (lease.Board, error)
-	// CanPublish says whether this sandbox can sign the entry it would
-	// push (a secret key): only then does it take a lease; it waits on
-	// another's either way.
-	CanPublish func() bool
-}
 
 // fleetTurn is a build's part in the fleet's lease: the lease this
 // sandbox holds, once it does, and the reporter of its build, whose
@@ -83,74 +64,31 @@ func (b *Builder) takeTurn(ctx context.Context, j job, key stash.Key) bool {
 		b.leaseUnavailable(j, dest, err)
 		return false
 	}
-	host := b.Fleet.Host
-	if host == "" {
-		host, _ = os.Hostname()
-	}
-	me := lease.Record{Host: host, PID: os.Getpid(), What: "the build of " + j.name, Percent: -1, LeftMS: -1}
 	w := &fleetWait{b: b, j: j, dest: dest}
 	defer w.stop()
-	var failing time.Time
-	for first := true; ; first = false {
-		var err error
-		if !first {
-			var done bool
-			if done, err = w.restore(ctx, key); done {
-				return true
-			}
-		}
-		var held *lease.Held
-		var other lease.Record
-		var st lease.State
-		if err == nil {
-			held, other, st, err = b.take(ctx, l, me)
-		}
-		switch {
-		case ctx.Err() != nil:
-			return false
-		case err != nil && w.rep == nil:
-			b.leaseUnavailable(j, dest, err)
-			return false
-		case err != nil:
-			// While waiting: one failed answer is not the registry
-			// gone, but one that stays away (or an entry that cannot
-			// be used) for three looks leaves this sandbox to build on
-			// its own.
-			if failing.IsZero() {
-				failing = time.Now()
-			}
-			if time.Since(failing) > l.Poll()*3 {
-				w.stop()
-				b.leaseUnavailable(j, dest, err)
-				return false
-			}
-		case held != nil:
-			j.fleet.key = key.Sum
-			b.hold(j, dest, held)
-			return false
-		case st == lease.None || st == lease.Expired || st == lease.Done:
-			return false // free, and this sandbox cannot publish: it builds, as before
-		case st == lease.Abandoned:
-			fmt.Fprintf(b.stderr(), "guard: %s's build of %s for the fleet failed; building here\n", other.Host, j.name)
-			return false
-		default: // live: wait for it
-			failing = time.Time{}
-			w.show(other)
-		}
-		if lease.Sleep(ctx, l.Poll()) != nil {
-			return false
+	held, got, why := lease.Turn{
+		Lease:   l,
+		Me:      b.Fleet.Me("build of " + j.name),
+		CanHold: b.Fleet.CanPublish != nil && b.Fleet.CanPublish(),
+		Found:   func(ctx context.Context) (bool, error) { return w.restore(ctx, key) },
+		Waiting: w.show,
+	}.Take(ctx)
+	switch {
+	case got:
+		return true
+	case held != nil:
+		j.fleet.key = key.Sum
+		b.hold(j, dest, held)
+	case ctx.Err() != nil:
+	case why != nil:
+		w.stop()
+		if holder, ok := lease.IsAbandoned(why); ok {
+			fmt.Fprintf(b.stderr(), "guard: %s's build of %s for the fleet failed; building here\n", holder.Host, j.name)
+		} else {
+			b.leaseUnavailable(j, dest, why)
 		}
 	}
-}
-
-// take is l.Take for a sandbox that can publish, else a look: the caller
-// reads a free lease as "build on your own".
-func (b *Builder) take(ctx context.Context, l *lease.Lease, me lease.Record) (*lease.Held, lease.Record, lease.State, error) {
-	if b.Fleet.CanPublish != nil && b.Fleet.CanPublish() {
-		return l.Take(ctx, me)
-	}
-	r, st, err := l.Look(ctx)
-	return nil, r, st, err
+	return false
 }
 
 // hold starts the renewals of the lease this sandbox took, with the
@@ -223,7 +161,7 @@ type fleetWait struct {
 // waiting for it read) on the holder's progress.
 func (w *fleetWait) show(r lease.Record) {
 	w.holder = r
-	status := fmt.Sprintf("built by %s %s", r.Host, ForTheFleet)
+	status := fmt.Sprintf("built by %s %s", r.Host, lease.ForTheFleet)
 	if w.rep == nil {
 		w.start = time.Now()
 		w.b.event(heallog.Event{Event: heallog.FleetLease, Tool: w.j.rec.Name, Target: w.dest, Result: "waited", Reason: fmt.Sprintf("%s (pid %d) holds it", r.Host, r.PID)})

@@ -43,3 +43,14 @@ func ModelPush(e *guard.Engine, out io.Writer, file, dest string) error {
 		name, size, dest, dgst.Encoded(), name, size, dgst.Encoded(), registry.Ref{Host: ref.Host, Repo: ref.Repo, Reference: string(dgst)}.String())
 	return nil
 }
+
+// ModelPushUnderLease is ModelPush as a download for the fleet runs it in
+// the background (push_to, docs/fleet-lease.md): it holds the fleet's
+// lease of id while it pushes, and lets it go after, as published when
+// the file is in the registry.
+func ModelPushUnderLease(e *guard.Engine, out io.Writer, file, dest, id string) error {
+	letGo := e.PublishModelUnderLease(filepath.Base(file), dest, id)
+	err := ModelPush(e, out, file, dest)
+	letGo(err == nil)
+	return err
+}

@@ -6,9 +6,9 @@ import (
 
 	"bytes"
 	"fmt"
-	"github.com/sandbox-guard/guard/guard/builds"
 	"github.com/sandbox-guard/guard/guard/healjob"
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/lease"
 	"github.com/sandbox-guard/guard/guard/units"
 	"io"
 	"path/filepath"
@@ -268,9 +268,9 @@ func (p *printer) healing(tw io.Writer, r *Report) {
 // (docs/fleet-lease.md): held here, or waited on, with who builds.
 func fleetPart(phase string) string {
 	switch {
-	case strings.HasPrefix(phase, builds.ForTheFleet):
-		return " (" + builds.ForTheFleet + ": the lease is held here)"
-	case strings.HasPrefix(phase, "built by ") && strings.HasSuffix(phase, builds.ForTheFleet):
+	case strings.HasPrefix(phase, lease.ForTheFleet):
+		return " (" + lease.ForTheFleet + ": the lease is held here)"
+	case lease.WaitingPhase(phase):
 		return " (" + phase + ": waiting on its lease)"
 	}
 	return ""

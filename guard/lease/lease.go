@@ -46,7 +46,7 @@ type Record struct {
 	ID      string    `json:"id"` // random, the holder's: who holds it
 	Host    string    `json:"host"`
 	PID     int       `json:"pid"`
-	What    string    `json:"what"` // "the build of llama-cpp"
+	What    string    `json:"what"` // "build of llama-cpp", "download of q.gguf"
 	Started time.Time `json:"started"`
 	Renewed time.Time `json:"renewed"` // by the holder's clock
 	// PeriodMS is the holder's period: a waiter takes the lease over

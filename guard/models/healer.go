@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sandbox-guard/guard/guard/heallog"
+	"github.com/sandbox-guard/guard/guard/lease"
 	"github.com/sandbox-guard/guard/guard/lock"
 	"github.com/sandbox-guard/guard/guard/models/fetch"
 	"github.com/sandbox-guard/guard/guard/models/verify"
@@ -57,6 +58,12 @@ type Healer struct {
 	RateWindow     time.Duration       // a download under fetch.DefaultMinRate over this window is retried; 0 = fetch's default
 	Pace           progress.Pace       // progress line interval off a terminal, or its observer (progress.Pace)
 	Registry       *registry.Client    // reaches oci:// urls (registry.go); nil = they fail
+	// Fleet reaches the fleet's leases (fleet.go), and PushTo starts, in
+	// the background, the push of the model file at path to a model's
+	// push_to, which lets go of the fleet's lease of id once the file is
+	// there; nil = no model goes through a lease.
+	Fleet  *lease.Fleet
+	PushTo func(path, dest, leaseID string) error
 }
 
 func (h *Healer) layout() state.Layout { return state.Layout{Dir: h.StateDir} }
@@ -171,7 +178,9 @@ func (h *Healer) heal(ctx context.Context, tool string, m *manifest.Model, path,
 				return err
 			}
 		}
+		held := h.takeTurn(ctx, tool, m, dest)
 		err = h.download(ctx, tool, m, path, dest, st)
+		h.publish(m, path, held, err)
 		if !errors.Is(err, fetch.ErrBusy) {
 			return err
 		}
