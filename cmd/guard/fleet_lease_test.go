@@ -448,15 +448,12 @@ func (s *slowReader) Read(p []byte) (int, error) {
 
 func (s *slowReader) Seek(off int64, whence int) (int64, error) { return s.r.Seek(off, whence) }
 
-// Eight sandboxes heal one model at once, its own source slow (about 3 s
-// for its 2 MiB), push_to naming the registry tag that is also its first
-// url: one sandbox downloads from the source and pushes it; the others
-// wait on its lease and download it from the registry.
-func TestFleetDownloadsAModelOnce(t *testing.T) {
-	t.Parallel()
-	const size = 2 << 20
-	data := guardtest.GGUF(size)
-	src := &throttled{data: data}
+// newModelFleet is n sandboxes whose manifest has one model of size bytes
+// whose own source is slow (throttled), with push_to naming the
+// registry tag that is also its first url (none with noLease).
+func newModelFleet(t *testing.T, n, size int, noLease bool) (*fleet, *throttled) {
+	t.Helper()
+	src := &throttled{data: guardtest.GGUF(size)}
 	srv := httptest.NewServer(src)
 	t.Cleanup(srv.Close)
 	f := &fleet{t: t, dir: t.TempDir()}
@@ -467,7 +464,11 @@ func TestFleetDownloadsAModelOnce(t *testing.T) {
 	t.Cleanup(reg.Close)
 	f.reg = reg
 	tag := "oci://" + reg.Host + "/fleet/models:m"
-	for range 8 {
+	pushTo := "push_to = " + strconv.Quote(tag)
+	if noLease {
+		pushTo = ""
+	}
+	for range n {
 		e := newFaultEnv(t, fmt.Sprintf(`
 [registry]
 plain_http = [%q]
@@ -480,15 +481,39 @@ file = "m.gguf"
 size = %d
 sha256 = %q
 urls = [%q, %q]
-push_to = %q
+%s
 connections = 1
-`, reg.Host, size, guardtest.Sum(data), tag, srv.URL+"/m.gguf", tag))
+`, reg.Host, size, guardtest.Sum(src.data), tag, srv.URL+"/m.gguf", pushTo))
 		if err := reg.DockerLogin(e.Home); err != nil {
 			t.Fatal(err)
 		}
 		f.boxes = append(f.boxes, e)
 	}
 	t.Cleanup(f.sweep)
+	return f, src
+}
+
+// checkModel fails unless sandbox i's model is whole.
+func (f *fleet) checkModel(i int, data []byte, r faultResult) {
+	f.t.Helper()
+	assertNoCrash(f.t, fmt.Sprintf("sandbox %d", i), r)
+	got, err := os.ReadFile(filepath.Join(f.boxes[i].Home, "m.gguf"))
+	if r.Code != 0 || err != nil || !bytes.Equal(got, data) {
+		f.t.Errorf("sandbox %d: the model is not whole (%v): %s", i, err, r)
+	}
+}
+
+// Eight sandboxes heal one model at once, its own source slow (about 3 s
+// for its 2 MiB), push_to naming the registry tag that is also its first
+// url: one sandbox downloads from the source and pushes it; the others
+// wait on its lease and download it from the registry.
+// GUARD_FLEET_NOLEASE=1 measures the same without push_to.
+func TestFleetDownloadsAModelOnce(t *testing.T) {
+	t.Parallel()
+	const size = 2 << 20
+	noLease := os.Getenv("GUARD_FLEET_NOLEASE") != ""
+	f, src := newModelFleet(t, 8, size, noLease)
+	data := src.data
 	results := make([]faultResult, len(f.boxes))
 	var wg sync.WaitGroup
 	for i, e := range f.boxes {
@@ -496,21 +521,85 @@ connections = 1
 	}
 	wg.Wait()
 	for i, r := range results {
-		assertNoCrash(t, fmt.Sprintf("sandbox %d", i), r)
-		got, err := os.ReadFile(filepath.Join(f.boxes[i].Home, "m.gguf"))
-		if r.Code != 0 || err != nil || !bytes.Equal(got, data) {
-			t.Errorf("sandbox %d: the model is not whole (%v): %s", i, err, r)
-		}
+		f.checkModel(i, data, r)
 	}
 	t.Logf("a waiter: %s", results[1])
 	f.sweep()
+	if noLease {
+		fmt.Fprintf(os.Stderr, "without the lease: the model's own source sent %d bytes to 8 sandboxes (the model is %d)\n", src.sent.Load(), size)
+		return
+	}
 	if sent := src.sent.Load(); sent > 2*size {
 		t.Errorf("the model's own source sent %d bytes to 8 sandboxes: more than 2 downloads of %d", sent, size)
 	} else {
-		t.Logf("the model's own source sent %d bytes (the model is %d)", sent, size)
+		t.Logf("with the lease: the model's own source sent %d bytes to 8 sandboxes (the model is %d)", sent, size)
 	}
 	ev := f.leaseEvents()
 	if src.sent.Load() <= size && (ev["taken"] != 1 || ev["waited"] < 1 || ev["released published"] != 1) {
 		t.Errorf("lease events %v, want one taken, some waited, one released as published", ev)
+	}
+}
+
+// The sandbox that downloads the model for the fleet is SIGKILLed mid-way
+// (its whole session): another takes the lease over and downloads it, and
+// every other sandbox gets the whole model; the killed one's next heal
+// takes it from the registry.
+func TestFleetModelLeaseTakenOverAfterSIGKILL(t *testing.T) {
+	t.Parallel()
+	const size = 6 << 20 // about 10 s from the slow source
+	f, src := newModelFleet(t, 4, size, false)
+	cmds := make([]*exec.Cmd, len(f.boxes))
+	out := make([]bytes.Buffer, len(f.boxes))
+	for i, e := range f.boxes {
+		cmds[i] = e.Command(e.Guard, "heal", "m.gguf")
+		cmds[i].Stderr = &out[i]
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder := -1
+	for deadline := time.Now().Add(2 * time.Minute); holder < 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no sandbox took the lease within 2 minutes")
+		}
+		for i, e := range f.boxes {
+			for _, ev := range logEvents(t, e.Log, "fleet.lease") {
+				if ev["result"] == "taken" {
+					holder = i
+				}
+			}
+		}
+	}
+	// Mid-way: once the source has sent some of it.
+	for deadline := time.Now().Add(2 * time.Minute); src.sent.Load() < size/4; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the holder's download did not get a quarter of the way within 2 minutes")
+		}
+	}
+	pid := cmds[holder].Process.Pid
+	guardtest.KillSession(pid)
+	for i, cmd := range cmds {
+		_ = cmd.Wait()
+		if i == holder {
+			continue
+		}
+		f.checkModel(i, src.data, faultResult{Code: statusOf(cmd.ProcessState), Stderr: out[i].String()})
+	}
+	r := f.boxes[holder].RunPath(f.boxes[holder].Guard, "heal", "m.gguf")
+	f.checkModel(holder, src.data, r)
+	f.sweep()
+	over := 0
+	for _, e := range f.boxes {
+		for _, ev := range logEvents(t, e.Log, "fleet.lease") {
+			if ev["result"] == "taken over" {
+				over++
+			}
+		}
+	}
+	if over != 1 {
+		t.Errorf("%d takeovers of the killed holder's lease, want 1", over)
+	}
+	if sent := src.sent.Load(); sent > 2*size {
+		t.Errorf("the source sent %d bytes: more than the killed download and one whole one (%d each at most)", sent, size)
 	}
 }

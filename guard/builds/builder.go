@@ -197,12 +197,16 @@ func (b *Builder) rebuild(ctx context.Context, j job, reason string, limit time.
 	fmt.Fprintf(b.stderr(), "guard: rebuilding %s (%s: %s); log: %s\n", name, what, reason, logPath)
 	fmt.Fprintf(logf, "== guard: build %s at %s (%s: %s)\n", name, time.Now().Format(time.RFC3339), what, reason)
 
-	rep := progress.Start(b.stderr(), "building "+name, 0, b.Pace)
-	j.fleet.rep.Store(rep)   // a lease taken below carries its progress
 	cold := FromNothing(rec) // before the clone: a clone makes a build from nothing too
-	if took, ok := Expected(b.StateDir, rec); ok {
-		rep.Expect(took) // the time left is the last good build's (of this kind) share still to do
+	startProgress := func() *progress.Reporter {
+		rep := progress.Start(b.stderr(), "building "+name, 0, b.Pace)
+		j.fleet.rep.Store(rep) // a lease taken carries its progress
+		if took, ok := Expected(b.StateDir, rec); ok {
+			rep.Expect(took) // the time left is the last good build's (of this kind) share still to do
+		}
+		return rep
 	}
+	rep := startProgress()
 	out := &tailWriter{w: logf}
 	start := time.Now()
 	fail := func(e *BuildError) error {
@@ -233,10 +237,27 @@ func (b *Builder) rebuild(ctx context.Context, j job, reason string, limit time.
 		// The sources are here now, so they have a key: an entry for
 		// their revision (a fleet's, through stash_from) brings the build
 		// back without running a step.
-		if key, ok := b.restore(ctx, j); ok || b.takeTurn(ctx, j, key) {
+		key, ok := b.restore(ctx, j)
+		if !ok {
+			// A wait on the fleet's lease shows the holder's progress on
+			// a line of its own: this build's line stops meanwhile, and
+			// starts again (its clock too) when this sandbox builds.
+			rep.Stop("")
+			waiting := time.Now()
+			ok = b.takeTurn(ctx, j, key)
+			start = start.Add(time.Since(waiting))
+			if !ok {
+				rep = startProgress()
+			}
+		}
+		if ok {
 			rep.Stop("")
 			fmt.Fprintf(logf, "== guard: restored %s from the stash after the clone; no step run\n", name)
 			return errRestoredAfterClone
+		}
+		if ctx.Err() != nil {
+			rep.Stop("")
+			return fmt.Errorf("build %s: waiting for the fleet's build: %w", name, context.Cause(ctx))
 		}
 	}
 
