@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 
 	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/handlers"
@@ -180,3 +181,22 @@ func (r *Registry) DockerLogin(home string) error {
 }
 
 func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// SignedInRegistry starts a registry for the test, closed at its end, and
+// signs the test's process in to it: HOME is a temporary folder holding
+// the docker login, DOCKER_CONFIG unset. The test cannot run in parallel.
+func SignedInRegistry(t *testing.T) *Registry {
+	t.Helper()
+	reg, err := NewRegistry(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("DOCKER_CONFIG", "")
+	if err := reg.DockerLogin(home); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}

@@ -224,17 +224,7 @@ func take(t *testing.T, mk func() *Lease, n int) int {
 // Keep renews it with the work's progress; another process adopts it by
 // its id and releases it; a tag that is not a lease is an error.
 func TestOnARealRegistry(t *testing.T) {
-	reg, err := guardtest.NewRegistry(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(reg.Close)
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv("DOCKER_CONFIG", "")
-	if err := reg.DockerLogin(home); err != nil {
-		t.Fatal(err)
-	}
+	reg := guardtest.SignedInRegistry(t)
 	ref, err := registry.Parse(registry.Scheme + reg.Host + "/fleet/stash")
 	if err != nil {
 		t.Fatal(err)

@@ -15,17 +15,7 @@ import (
 
 func ociRegistry(t *testing.T) (*registry.Client, string) {
 	t.Helper()
-	reg, err := guardtest.NewRegistry(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(reg.Close)
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv("DOCKER_CONFIG", "")
-	if err := reg.DockerLogin(home); err != nil {
-		t.Fatal(err)
-	}
+	reg := guardtest.SignedInRegistry(t)
 	return &registry.Client{PlainHTTP: []string{reg.Host}}, "oci://" + reg.Host + "/fleet/stash"
 }
 
