@@ -18,18 +18,19 @@ import (
 // function lets it go, told whether the push succeeded; a lease lost or
 // unreachable is said in the heal log and costs the push nothing.
 func (e *Engine) PublishUnderLease(recipe, key, dest, id string) func(pushed bool) {
-	return e.publishUnderLease(recipe, stash.LeaseTag(recipe, key), dest, id)
+	return e.publishUnderLease(recipe, stash.LeaseTag(recipe, key), dest, id, "pushing the entry")
 }
 
 // PublishModelUnderLease is PublishUnderLease for the push of a model
 // file to its push_to, dest (guard model push --lease).
 func (e *Engine) PublishModelUnderLease(file, dest, id string) func(pushed bool) {
-	return e.publishUnderLease(file, models.LeaseTag(dest), dest, id)
+	return e.publishUnderLease(file, models.LeaseTag(dest), dest, id, "pushing the model")
 }
 
 // publishUnderLease holds the lease tagged tag in dest, of id, for the
-// push of what (a recipe, a model file).
-func (e *Engine) publishUnderLease(what, tag, dest, id string) func(pushed bool) {
+// push of what (a recipe, a model file), its renewals saying phase.
+func (e *Engine) publishUnderLease(what, tag, dest, id, phase string) func(pushed bool) {
+	pushing := lease.Progress{Percent: -1, Left: -1, Phase: phase}
 	ev := heallog.Event{Event: heallog.FleetLease, Tool: what, Target: stash.Redact(dest), Result: "released"}
 	board, err := e.leaseBoard(dest)
 	var held *lease.Held
@@ -67,6 +68,3 @@ func (e *Engine) publishUnderLease(what, tag, dest, id string) func(pushed bool)
 		e.Event(ev)
 	}
 }
-
-// pushing is the progress a push's renewals of the lease carry.
-var pushing = lease.Progress{Percent: -1, Left: -1, Phase: "pushing the entry"}

@@ -140,10 +140,10 @@ type Model struct {
 	// Connections is how many ranged requests may fetch the file at once
 	// (docs/downloads.md, "Downloads in parts"); 0 = 8, 1 = one stream.
 	Connections int `toml:"connections,omitzero"`
-	// PushTo is a registry tag (oci://HOST/REPO:TAG) a download from the
-	// model's other urls is pushed to, in the background, for the rest of
-	// the fleet; when it is among the urls too, one sandbox downloads
-	// and the others wait on its lease (docs/fleet-lease.md).
+	// PushTo is a registry tag (oci://HOST/REPO:TAG), also the first of
+	// the urls, that a download from the others is pushed to in the
+	// background for the rest of the fleet: one sandbox downloads while
+	// the others wait on its lease (docs/fleet-lease.md). It needs SHA256.
 	PushTo string `toml:"push_to,omitempty"`
 }
 

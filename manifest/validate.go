@@ -356,6 +356,14 @@ func (c *checker) model(m *Manifest, i int) {
 			c.errorf(modelPath(i, "push_to"), "%s", why)
 		} else if strings.Contains(md.PushTo, "@") || !strings.Contains(md.PushTo[strings.LastIndex(md.PushTo, "/"):], ":") {
 			c.errorf(modelPath(i, "push_to"), "%q: push to a tag, oci://HOST[:PORT]/REPO:TAG (the digest is the file's)", md.PushTo)
+		} else if len(md.URLs) == 0 || md.URLs[0] != md.PushTo {
+			// A download tries the urls in order: the fleet takes the
+			// model from the registry only when it comes first.
+			c.errorf(modelPath(i, "push_to"), "%q must also be the first of urls, where the rest of the fleet takes the model from", md.PushTo)
+		} else if md.SHA256 == "" {
+			// What one sandbox pushes, every other runs: the pin, not
+			// the registry's word, says it is the model.
+			c.errorf(modelPath(i, "push_to"), "needs the model's sha256 (guard manifest pin fills it)")
 		}
 	}
 	if md.Connections < 0 || md.Connections > MaxConnections {

@@ -240,14 +240,18 @@ func (b *Builder) rebuild(ctx context.Context, j job, reason string, limit time.
 		key, ok := b.restore(ctx, j)
 		if !ok {
 			// A wait on the fleet's lease shows the holder's progress on
-			// a line of its own: this build's line stops meanwhile, and
-			// starts again (its clock too) when this sandbox builds.
-			rep.Stop("")
+			// a line of its own: this build's line stops when the wait
+			// begins, and starts again (its clock too) when this
+			// sandbox builds after all.
 			waiting := time.Now()
+			j.fleet.pause = func() { rep.Stop("") }
 			ok = b.takeTurn(ctx, j, key)
-			start = start.Add(time.Since(waiting))
-			if !ok {
-				rep = startProgress()
+			j.fleet.pause = nil
+			if j.fleet.waited {
+				start = start.Add(time.Since(waiting))
+				if !ok && ctx.Err() == nil {
+					rep = startProgress()
+				}
 			}
 		}
 		if ok {

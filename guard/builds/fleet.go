@@ -33,6 +33,11 @@ type fleetTurn struct {
 	held *lease.Held
 	key  string // the key the lease was taken on
 	rep  atomic.Pointer[progress.Reporter]
+	// pause, when set, stops the build's own progress line as a wait on
+	// another's lease begins (the wait shows the holder's); waited says
+	// one began.
+	pause  func()
+	waited bool
 }
 
 // leaseOf is the fleet's lease on rec's build for key; nil when the
@@ -164,6 +169,10 @@ func (w *fleetWait) show(r lease.Record) {
 	status := fmt.Sprintf("built by %s %s", r.Host, lease.ForTheFleet)
 	if w.rep == nil {
 		w.start = time.Now()
+		if !w.j.fleet.waited && w.j.fleet.pause != nil {
+			w.j.fleet.pause()
+		}
+		w.j.fleet.waited = true
 		w.b.event(heallog.Event{Event: heallog.FleetLease, Tool: w.j.rec.Name, Target: w.dest, Result: "waited", Reason: fmt.Sprintf("%s (pid %d) holds it", r.Host, r.PID)})
 		fmt.Fprintf(w.b.stderr(), "guard: %s is being built by %s (pid %d) for the fleet (%s); waiting for its entry in %s\n", w.j.name, r.Host, r.PID, r.Where(), w.dest)
 		w.rep = progress.Start(w.b.stderr(), "waiting for "+w.j.name, 0, w.b.Pace)

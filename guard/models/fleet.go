@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -18,7 +19,8 @@ import (
 )
 
 // A model once per fleet (docs/fleet-lease.md): a model whose push_to
-// registry tag is also among its urls is downloaded from its other urls by
+// registry tag is also the first of its urls (the manifest holds it so)
+// is downloaded from its other urls by
 // one sandbox, which holds the fleet's lease on it, renews it with how far
 // its download is, and pushes the file there in the background once it is
 // verified; the push lets the lease go. The others wait on the lease,
@@ -131,12 +133,20 @@ func (h *Healer) unavailable(ev heallog.Event, err error) {
 // publish ends this sandbox's part in the lease after its download: a
 // good one is pushed to m's push_to in the background, the push holding
 // the lease and letting it go; a failed one, or one whose push cannot
-// start, lets it go as failed at once.
+// start, lets it go as failed at once. A download that stopped for a
+// trouble that passes (the heal's time ran out, a signal, every source
+// stalled, another process of this sandbox downloading) only stops
+// renewing it: another sandbox takes it over after its period and
+// downloads, rather than every waiter going to the source at once.
 func (h *Healer) publish(m *manifest.Model, path string, held *lease.Held, err error) {
 	if held == nil {
 		return
 	}
 	held.Stop()
+	var stalled *StalledError
+	if err != nil && (errors.Is(err, fetch.ErrBusy) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &stalled)) {
+		return
+	}
 	ev := heallog.Event{Event: heallog.FleetLease, Tool: m.File, Target: m.PushTo, Result: "released", Reason: string(lease.Failed)}
 	if err == nil {
 		perr := h.PushTo(filepath.Clean(path), m.PushTo, held.Record().ID)

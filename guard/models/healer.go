@@ -179,6 +179,9 @@ func (h *Healer) heal(ctx context.Context, tool string, m *manifest.Model, path,
 			}
 		}
 		held := h.takeTurn(ctx, tool, m, dest)
+		if ctx.Err() != nil {
+			return fmt.Errorf("heal model %s: %w: the fleet's download: %w", name, errWaiting, context.Cause(ctx))
+		}
 		err = h.download(ctx, tool, m, path, dest, st)
 		h.publish(m, path, held, err)
 		if !errors.Is(err, fetch.ErrBusy) {
