@@ -603,3 +603,31 @@ func TestFleetModelLeaseTakenOverAfterSIGKILL(t *testing.T) {
 		t.Errorf("the source sent %d bytes: more than the killed download and one whole one (%d each at most)", sent, size)
 	}
 }
+
+// The registry stops while a sandbox downloads the model for the fleet:
+// nobody hangs on it, each downloads from the model's own source and gets
+// the whole model.
+func TestFleetModelLeaseRegistryStopped(t *testing.T) {
+	t.Parallel()
+	const size = 4 << 20 // about 6 s from the slow source
+	f, src := newModelFleet(t, 3, size, false)
+	results := make([]faultResult, len(f.boxes))
+	var wg sync.WaitGroup
+	for i, e := range f.boxes {
+		wg.Go(func() { results[i] = e.RunPath(e.Guard, "heal", "m.gguf") })
+	}
+	for deadline := time.Now().Add(2 * time.Minute); len(f.leaseEvents()) == 0 || f.leaseEvents()["taken"] == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no sandbox took the lease within 2 minutes")
+		}
+	}
+	f.reg.Close()
+	wg.Wait()
+	for i, r := range results {
+		f.checkModel(i, src.data, r)
+	}
+	if ev := f.leaseEvents(); ev["unavailable"] < 1 {
+		t.Errorf("lease events %v: no waiter said the registry could not hold the lease", ev)
+	}
+	t.Logf("a waiter: %s", results[1])
+}
