@@ -234,7 +234,18 @@ func (e *Engine) pushInBackground(recipe, key, dest, leaseID string) error {
 	if err := store.MarkPending(recipe, key, dest); err != nil {
 		return err
 	}
-	logf, err := state.OpenOwn(store.PushLog(recipe), os.O_RDWR|os.O_APPEND, 0o600)
+	argv := []string{"guard", "stash", "push", "--entry", key}
+	if leaseID != "" {
+		argv = append(argv, "--lease", leaseID) // the push lets go of the fleet's lease
+	}
+	return e.spawnLogged(store.PushLog(recipe), append(argv, recipe, dest))
+}
+
+// spawnLogged starts argv (guard's own command) in a session of its own,
+// at low priority, its output in logPath, emptied first (appended to, so
+// that an older run still writing leaves no hole), and does not wait.
+func (e *Engine) spawnLogged(logPath string, argv []string) error {
+	logf, err := state.OpenOwn(logPath, os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -242,11 +253,7 @@ func (e *Engine) pushInBackground(recipe, key, dest, leaseID string) error {
 	if err := logf.Truncate(0); err != nil {
 		return err
 	}
-	argv := []string{"guard", "stash", "push", "--entry", key}
-	if leaseID != "" {
-		argv = append(argv, "--lease", leaseID) // the push lets go of the fleet's lease
-	}
-	_, err = healjob.Spawn(e.c.Self, append(argv, recipe, dest), e.c.Env, logf)
+	_, err = healjob.Spawn(e.c.Self, argv, e.c.Env, logf)
 	return err
 }
 
@@ -281,16 +288,7 @@ func (e *Engine) pushModelInBackground(path, dest, leaseID string) error {
 	if err := os.MkdirAll(e.c.State().Jobs(), 0o700); err != nil { // a heal in the foreground made none
 		return err
 	}
-	logf, err := state.OpenOwn(healjob.LogPath(e.c.StateDir, key), os.O_RDWR|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	if err := logf.Truncate(0); err != nil {
-		return err
-	}
-	_, err = healjob.Spawn(e.c.Self, []string{"guard", "model", "push", "--lease", leaseID, path, dest}, e.c.Env, logf)
-	return err
+	return e.spawnLogged(healjob.LogPath(e.c.StateDir, key), []string{"guard", "model", "push", "--lease", leaseID, path, dest})
 }
 
 // newSpeeds is the store of speeds Speeds returns.

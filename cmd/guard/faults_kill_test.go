@@ -793,12 +793,5 @@ func waitPIDFile(t *testing.T, path string, limit time.Duration) int {
 // ends in guard-lifeline PID).
 func lifelines(pid int) []guardtest.Proc {
 	want := []byte("\x00guard-lifeline\x00" + strconv.Itoa(pid) + "\x00")
-	var out []guardtest.Proc
-	for _, p := range guardtest.LiveProcs() {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/cmdline")
-		if err == nil && bytes.HasSuffix(b, want) {
-			out = append(out, p)
-		}
-	}
-	return out
+	return guardtest.ProcsWhose("cmdline", func(b []byte) bool { return bytes.HasSuffix(b, want) })
 }

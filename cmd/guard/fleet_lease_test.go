@@ -213,14 +213,7 @@ func (f *fleet) cpu() float64 {
 // environment names its folder): detached heals, pushes, build steps.
 func (f *fleet) fleetProcs() []guardtest.Proc {
 	want := []byte("GUARD_STATE_DIR=" + f.dir)
-	var out []guardtest.Proc
-	for _, p := range guardtest.LiveProcs() {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/environ")
-		if err == nil && bytes.Contains(b, want) {
-			out = append(out, p)
-		}
-	}
-	return out
+	return guardtest.ProcsWhose("environ", func(b []byte) bool { return bytes.Contains(b, want) })
 }
 
 // sweep waits for the fleet's background work (pushes) to end, then

@@ -201,13 +201,13 @@ func (w *fleetWait) restore(ctx context.Context, key stash.Key) (bool, error) {
 			err = fmt.Errorf("%s is still %s after the restore", j.target, h.Reason)
 		}
 	}
+	if err != nil {
+		return false, err // said by the caller once it stops waiting
+	}
 	ev := heallog.Event{Event: heallog.BinaryRestore, Tool: j.tool, Target: j.target, Result: "ok", Bytes: got.Bytes,
 		Reason: fmt.Sprintf("from %s, built by %s for the fleet", w.dest, w.holder.Host)}
 	if !w.start.IsZero() {
 		ev.DurationMS = time.Since(w.start).Milliseconds()
-	}
-	if err != nil {
-		return false, err // said by the caller once it stops waiting
 	}
 	b.event(ev)
 	w.stop()

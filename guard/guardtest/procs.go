@@ -69,6 +69,19 @@ func ReadProcStat(pid int) (Proc, bool) {
 	return p, true
 }
 
+// ProcsWhose lists the live processes whose /proc/PID/file (cmdline,
+// environ) match says is theirs.
+func ProcsWhose(file string, match func([]byte) bool) []Proc {
+	var out []Proc
+	for _, p := range LiveProcs() {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/" + file)
+		if err == nil && match(b) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // SessionProcs lists the live processes of session sid.
 func SessionProcs(sid int) []Proc {
 	var out []Proc

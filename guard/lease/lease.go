@@ -385,12 +385,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Sleep is a waiter's pause between looks: d, or until ctx ends.
-func Sleep(ctx context.Context, d time.Duration) error { return sleep(ctx, d) }
-
-// recordJSON is a record as the board keeps it, bounded on the way in.
-func recordJSON(r Record) ([]byte, error) { return json.Marshal(r) }
-
 // parseRecord reads a record a board holds; a record that is not one is
 // an error, never a lease nobody holds.
 func parseRecord(data []byte) (Record, error) {

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -44,7 +45,7 @@ func (b registryBoard) Read(ctx context.Context, tag string) (Record, bool, erro
 }
 
 func (b registryBoard) Write(ctx context.Context, tag string, r Record) error {
-	data, err := recordJSON(r)
+	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}

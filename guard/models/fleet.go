@@ -52,20 +52,18 @@ func (h *Healer) fleetLease(m *manifest.Model) (*lease.Lease, error) {
 // sandbox holds when it downloads for the fleet, or nil when the model is
 // in the registry now (the download takes it from there), or this sandbox
 // downloads on its own.
-func (h *Healer) takeTurn(ctx context.Context, tool string, m *manifest.Model, dest string) *lease.Held {
+func (h *Healer) takeTurn(ctx context.Context, m *manifest.Model, dest string) *lease.Held {
 	l, err := h.fleetLease(m)
 	if l == nil && err == nil {
 		return nil
-	}
-	if err == nil {
-		if _, _, _, rerr := h.resolve(ctx, m.PushTo, m); rerr == nil {
-			return nil // pushed already: the download takes it from the registry
-		}
 	}
 	ev := heallog.Event{Event: heallog.FleetLease, Tool: m.File, Target: m.PushTo}
 	if err != nil {
 		h.unavailable(ev, err)
 		return nil
+	}
+	if _, _, _, err := h.resolve(ctx, m.PushTo, m); err == nil {
+		return nil // pushed already: the download takes it from the registry
 	}
 	var rep *progress.Reporter
 	var holder lease.Record

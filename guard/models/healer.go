@@ -178,7 +178,7 @@ func (h *Healer) heal(ctx context.Context, tool string, m *manifest.Model, path,
 				return err
 			}
 		}
-		held := h.takeTurn(ctx, tool, m, dest)
+		held := h.takeTurn(ctx, m, dest)
 		if ctx.Err() != nil {
 			return fmt.Errorf("heal model %s: %w: the fleet's download: %w", name, errWaiting, context.Cause(ctx))
 		}
