@@ -685,21 +685,34 @@ func tail(path string, n int) string {
 // marker in their environment, which every one of them inherits; the
 // lifeline that ended them must be gone too. Each way is one kill a run,
 // GUARD_KILLS=N of them.
+//
+// The kill comes as soon as guard has armed the lifeline, the earliest
+// the lifeline covers (docs/process-lifetime.md: a child the tool starts
+// in the instant between its exec and the arm is not covered). The tool
+// starts nothing before it has read a line from its stdin, which guard
+// copies there (prompts = "answer" gives the tool a pipe guard writes
+// to) only once the tool's fork has returned and the arm is written:
+// timing-free, where a tool that started at once was killed inside that
+// instant on a loaded machine.
 func TestKillGuardEndsTool(t *testing.T) {
 	t.Parallel()
 	e := newFaultEnv(t, `
 [tools.slowtree]
 timeout = "60s"
+prompts = "answer"
 
 [tools.slowone]
 timeout = "60s"
+prompts = "answer"
 `)
-	e.Tool("slowtree", `echo $$ > "$DIR/$MARK.pid"
+	e.Tool("slowtree", `read -r _
+echo $$ > "$DIR/$MARK.pid"
 sleep 1000 &
 echo started
 sleep 1000
 `)
-	e.Tool("slowone", `echo $$ > "$DIR/$MARK.pid"
+	e.Tool("slowone", `read -r _
+echo $$ > "$DIR/$MARK.pid"
 echo started
 exec sleep 1000
 `)
@@ -747,6 +760,7 @@ func (e *faultEnv) killGuardMidTool(t *testing.T, tool, id string, group bool) t
 		}
 	})
 	cmd := e.With(mark).Command(tool)
+	cmd.Stdin = strings.NewReader("go\n") // see TestKillGuardEndsTool
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
