@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -374,25 +375,34 @@ func TestFleetLeaseTakenOverAfterSIGKILL(t *testing.T) {
 		t.Errorf("%d builds, want the killed one and one more (a third at most, a rare race)", builds)
 	}
 	f.sweep()
-	over := 0
+	// One takeover, of the killed holder's lease. A second, of the new
+	// holder's, is the rare race a lease settled by reading back allows
+	// (and the third build above): on a loaded machine a renewal or a
+	// look can come later than its period.
+	type takeover struct {
+		box    int
+		reason string
+		ts     time.Time
+	}
+	var overs []takeover
 	for i, e := range f.boxes {
 		for _, ev := range logEvents(t, e.Log, "fleet.lease") {
-			if ev["result"] != "taken over" {
-				continue
+			if ev["result"] == "taken over" {
+				ts, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["ts"]))
+				overs = append(overs, takeover{i, fmt.Sprint(ev["reason"]), ts})
 			}
-			over++
-			// Any sandbox may take it over: the killed one's call starts
-			// its heal again, which waits on the lease like the others.
-			if !strings.Contains(fmt.Sprint(ev["reason"]), "(pid "+strconv.Itoa(pid)+")") {
-				t.Errorf("sandbox %d took the lease over %v; the killed holder was sandbox %d, pid %d", i, ev["reason"], box, pid)
-			}
-			ts, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["ts"]))
-			t.Logf("taken over %s after the kill (the lease's period: 3s)", ts.Sub(killed).Round(100*time.Millisecond))
 		}
 	}
-	if over != 1 {
-		t.Errorf("%d takeovers, want 1", over)
+	slices.SortFunc(overs, func(a, b takeover) int { return a.ts.Compare(b.ts) })
+	if len(overs) < 1 || len(overs) > 2 {
+		t.Fatalf("%d takeovers, want 1 (2 at most, a rare race): %v", len(overs), overs)
 	}
+	// Any sandbox may take it over: the killed one's call starts its heal
+	// again, which waits on the lease like the others.
+	if first := overs[0]; !strings.Contains(first.reason, "(pid "+strconv.Itoa(pid)+")") {
+		t.Errorf("sandbox %d took the lease over %s; the killed holder was sandbox %d, pid %d", first.box, first.reason, box, pid)
+	}
+	t.Logf("taken over %s after the kill (the lease's period: 3s); %d takeovers", overs[0].ts.Sub(killed).Round(100*time.Millisecond), len(overs))
 }
 
 // The registry stops while a sandbox holds the lease: nobody hangs on it,
@@ -581,6 +591,8 @@ func TestFleetModelLeaseTakenOverAfterSIGKILL(t *testing.T) {
 	r := f.boxes[holder].RunPath(f.boxes[holder].Guard, "heal", "m.gguf")
 	f.checkModel(holder, src.data, r)
 	f.sweep()
+	// One takeover; a second is the rare race of a loaded machine (see
+	// TestFleetLeaseTakenOverAfterSIGKILL). Each downloads the model once.
 	over := 0
 	for _, e := range f.boxes {
 		for _, ev := range logEvents(t, e.Log, "fleet.lease") {
@@ -589,12 +601,13 @@ func TestFleetModelLeaseTakenOverAfterSIGKILL(t *testing.T) {
 			}
 		}
 	}
-	if over != 1 {
-		t.Errorf("%d takeovers of the killed holder's lease, want 1", over)
+	if over < 1 || over > 2 {
+		t.Errorf("%d takeovers of the killed holder's lease, want 1 (2 at most, a rare race)", over)
 	}
-	if sent := src.sent.Load(); sent > 2*size {
-		t.Errorf("the source sent %d bytes: more than the killed download and one whole one (%d each at most)", sent, size)
+	if sent := src.sent.Load(); sent > int64(1+over)*size {
+		t.Errorf("the source sent %d bytes: more than the killed download and one whole one for each of %d takeovers (%d each at most)", sent, over, size)
 	}
+	t.Logf("%d takeovers; the source sent %d bytes (the model: %d)", over, src.sent.Load(), size)
 }
 
 // The registry stops while a sandbox downloads the model for the fleet:

@@ -252,10 +252,13 @@ type Held struct {
 	// it was.
 	TookOver *Record
 
-	mu   sync.Mutex
-	rec  Record
-	stop chan struct{}
-	done chan struct{}
+	writing sync.Mutex // one write at a time, held across its round trip
+	mu      sync.Mutex // rec, never held across a round trip
+	rec     Record
+
+	keepMu sync.Mutex         // not mu: Stop must not wait for a write
+	stop   context.CancelFunc // ends Keep's renewals, the one under way too
+	done   chan struct{}
 }
 
 // Record is the lease as last written.
@@ -291,23 +294,26 @@ func (h *Held) Release(ctx context.Context, how Ended) error {
 }
 
 func (h *Held) write(ctx context.Context, change func(*Record)) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.writing.Lock()
+	defer h.writing.Unlock()
+	mine := h.Record()
 	cur, found, err := h.l.Board.Read(ctx, h.l.Tag)
 	if err != nil {
 		return err
 	}
-	if !found || cur.ID != h.rec.ID || cur.Ended != "" {
+	if !found || cur.ID != mine.ID || cur.Ended != "" {
 		return ErrLost
 	}
-	next := h.rec
+	next := mine
 	change(&next)
-	next.Seq = max(cur.Seq, h.rec.Seq) + 1
+	next.Seq = max(cur.Seq, mine.Seq) + 1
 	next.Renewed = h.l.clock()
 	if err := h.l.Board.Write(ctx, h.l.Tag, next); err != nil {
 		return err
 	}
+	h.mu.Lock()
 	h.rec = next
+	h.mu.Unlock()
 	return nil
 }
 
@@ -316,14 +322,15 @@ func (h *Held) write(ctx context.Context, change func(*Record)) error {
 // (the registry is down) is tried again at the next; the work goes on
 // either way. lost, when set, is told once why the renewals stopped.
 func (h *Held) Keep(progress func() Progress, lost func(error)) {
-	h.mu.Lock()
+	h.keepMu.Lock()
 	if h.stop != nil {
-		h.mu.Unlock()
+		h.keepMu.Unlock()
 		return
 	}
-	h.stop, h.done = make(chan struct{}), make(chan struct{})
-	stop, done := h.stop, h.done
-	h.mu.Unlock()
+	ctx, stop := context.WithCancel(context.Background())
+	h.stop, h.done = stop, make(chan struct{})
+	done := h.done
+	h.keepMu.Unlock()
 	every := h.l.period() / 3
 	go func() {
 		defer close(done)
@@ -331,12 +338,15 @@ func (h *Held) Keep(progress func() Progress, lost func(error)) {
 		defer tick.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-ctx.Done():
 				return
 			case <-tick.C:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), every)
-			err := h.Renew(ctx, progress())
+			// A renewal may take up to the period: one slower than a
+			// tick (a loaded registry) still keeps the lease, where
+			// giving up at the next tick would let it lapse.
+			rctx, cancel := context.WithTimeout(ctx, h.l.period())
+			err := h.Renew(rctx, progress())
 			cancel()
 			if errors.Is(err, ErrLost) {
 				if lost != nil {
@@ -348,14 +358,15 @@ func (h *Held) Keep(progress func() Progress, lost func(error)) {
 	}()
 }
 
-// Stop ends Keep's renewals and waits for the one under way, if any.
+// Stop ends Keep's renewals, the one under way too (a registry that does
+// not answer never holds up the caller), and waits for Keep to return.
 func (h *Held) Stop() {
-	h.mu.Lock()
+	h.keepMu.Lock()
 	stop, done := h.stop, h.done
 	h.stop = nil
-	h.mu.Unlock()
+	h.keepMu.Unlock()
 	if stop != nil {
-		close(stop)
+		stop()
 		<-done
 	}
 }

@@ -172,6 +172,56 @@ func TestBoardErrors(t *testing.T) {
 	}
 }
 
+// frozenBoard answers from memBoard until freeze; then a read blocks
+// until its context ends, as a registry that stopped answering does, and
+// ended says why the last one ended.
+type frozenBoard struct {
+	memBoard
+	frozen  atomic.Bool
+	entered chan struct{} // one send for each read that blocks
+	mu      sync.Mutex
+	ended   error
+}
+
+func (b *frozenBoard) Read(ctx context.Context, tag string) (Record, bool, error) {
+	if !b.frozen.Load() {
+		return b.memBoard.Read(ctx, tag)
+	}
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	b.mu.Lock()
+	b.ended = ctx.Err()
+	b.mu.Unlock()
+	return Record{}, false, ctx.Err()
+}
+
+// A holder whose registry stops answering mid-renewal is let go at once:
+// Stop ends the renewal under way instead of waiting out its time, and
+// the record stays readable meanwhile, so a call never waits on a frozen
+// registry to finish.
+func TestStopEndsARenewalUnderWay(t *testing.T) {
+	t.Parallel()
+	b := &frozenBoard{entered: make(chan struct{}, 1)}
+	l := &Lease{Board: b, Tag: "lease-x", Period: 3 * time.Second, Settle: time.Millisecond}
+	held, _, _, err := l.Take(context.Background(), Record{Host: "here"})
+	if err != nil || held == nil {
+		t.Fatalf("take: %v %v", held, err)
+	}
+	held.Keep(func() Progress { return Progress{Percent: -1, Left: -1} }, nil)
+	b.frozen.Store(true)
+	guardtest.Within(t, "a renewal reaching the frozen registry", func() { <-b.entered })
+	guardtest.Within(t, "the record during a frozen renewal", func() { _ = held.Record() })
+	guardtest.Within(t, "Stop during a frozen renewal", held.Stop)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !errors.Is(b.ended, context.Canceled) {
+		t.Fatalf("the renewal under way ended by %v, want it cancelled by Stop", b.ended)
+	}
+}
+
 // Many take at once: exactly one holds it (the board's last write), every
 // other is told that one's record.
 func TestManyTakeAtOnce(t *testing.T) {
@@ -251,16 +301,16 @@ func TestOnARealRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var calls atomic.Int32
-	held.Keep(func() Progress { calls.Add(1); return Progress{Percent: 70, Left: time.Minute, Phase: "pushing"} }, nil)
+	held.Keep(func() Progress { return Progress{Percent: 70, Left: time.Minute, Phase: "pushing"} }, nil)
+	var got Record
 	guardtest.Within(t, "a renewal by Keep", func() {
-		for calls.Load() < 1 {
+		for got.Phase != "pushing" {
 			time.Sleep(50 * time.Millisecond)
+			got, _, _ = l.Look(ctx)
 		}
 	})
 	held.Stop()
-	got, _, _ := l.Look(ctx)
-	if got.Phase != "pushing" || got.Seq < 2 {
+	if got.Percent != 70 || got.Seq < 2 {
 		t.Fatalf("after a renewal: %+v", got)
 	}
 	if _, err := mk().Adopt(ctx, "not-the-holder"); !errors.Is(err, ErrLost) {

@@ -140,14 +140,18 @@ func (h *Healer) publish(m *manifest.Model, path string, held *lease.Held, err e
 	if held == nil {
 		return
 	}
-	held.Stop()
 	var stalled *StalledError
 	if err != nil && (errors.Is(err, fetch.ErrBusy) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &stalled)) {
+		held.Stop()
 		return
 	}
 	ev := heallog.Event{Event: heallog.FleetLease, Tool: m.File, Target: m.PushTo, Result: "released", Reason: string(lease.Failed)}
 	if err == nil {
+		// Started while this process still renews the lease: the push
+		// takes it over as it starts, and a gap between the two (a slow
+		// start on a loaded machine) must not outlast its period.
 		perr := h.PushTo(filepath.Clean(path), m.PushTo, held.Record().ID)
+		held.Stop()
 		if perr == nil {
 			return
 		}

@@ -80,3 +80,51 @@ func TestPublishAfterTheDownload(t *testing.T) {
 		}
 	}
 }
+
+// The push is started while this process still renews the lease, which the
+// push takes over as it starts: a push slow to start (a loaded machine)
+// finds the lease fresh instead of one gone unrenewed since the download
+// ended, which another sandbox would take over and download again.
+func TestPushStartsWhileTheLeaseIsRenewed(t *testing.T) {
+	t.Parallel()
+	m := &manifest.Model{File: "m.gguf", Size: 4, PushTo: "oci://r.lan/fleet/m:q", URLs: []string{"oci://r.lan/fleet/m:q"}}
+	board := &mapBoard{recs: map[string]lease.Record{}}
+	seq := func() int64 {
+		r, _, _ := board.Read(context.Background(), LeaseTag(m.PushTo))
+		return r.Seq
+	}
+	renewed := false
+	h := &Healer{
+		Fleet: &lease.Fleet{Period: 300 * time.Millisecond, Host: "me", Board: func(string) (lease.Board, error) { return board, nil }},
+		PushTo: func(_, _, _ string) error {
+			// Up to Within's limit for a renewal by the holder.
+			at := seq()
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if seq() > at {
+					renewed = true
+					break
+				}
+			}
+			return nil
+		},
+	}
+	l, err := h.fleetLease(m)
+	if err != nil || l == nil {
+		t.Fatalf("no lease (%v)", err)
+	}
+	l.Settle = time.Millisecond
+	held, _, _, err := l.Take(context.Background(), h.Fleet.Me("download of m.gguf"))
+	if err != nil || held == nil {
+		t.Fatalf("take: %v", err)
+	}
+	held.Keep(func() lease.Progress { return lease.Progress{Percent: 100, Left: 0, Phase: "downloading"} }, nil)
+	h.publish(m, "/models/m.gguf", held, nil)
+	if !renewed {
+		t.Fatal("the lease was not renewed once the push had started: the push finds it as old as the download's end")
+	}
+	at := seq()
+	time.Sleep(400 * time.Millisecond) // more than a tick: none comes after publish
+	if seq() != at {
+		t.Error("the lease was still renewed after publish returned")
+	}
+}
