@@ -41,8 +41,8 @@ func (e *Engine) publishUnderLease(what, tag, dest, id, phase string) func(pushe
 		cancel()
 	}
 	if err == nil {
-		// At once: the build stopped renewing when it handed the lease
-		// over, and this process started at low priority.
+		// At once: the build or download stops renewing once it has
+		// started this process, which runs at low priority.
 		ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 		err = held.Renew(ctx, pushing)
 		cancel()

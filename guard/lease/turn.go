@@ -69,8 +69,9 @@ func (e *AbandonedError) Error() string {
 	return e.Holder.Host + "'s " + e.Holder.What + " failed"
 }
 
-// misses is how many looks in a row may fail while waiting before the
-// waiter works on its own: one failed answer is not a registry gone.
+// misses is how many polls long the looks may fail in a row while
+// waiting before the waiter works on its own: one failed answer is not a
+// registry gone.
 const misses = 3
 
 // Take runs the turn: got when the result another published was taken
