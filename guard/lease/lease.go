@@ -256,7 +256,10 @@ type Held struct {
 	mu      sync.Mutex // rec, never held across a round trip
 	rec     Record
 
-	keepMu sync.Mutex         // not mu: Stop must not wait for a write
+	// keepMu, not mu: Stop must not wait for a write. (Stop still waits
+	// for a Renew of another caller that holds writing; every caller
+	// bounds its context.)
+	keepMu sync.Mutex
 	stop   context.CancelFunc // ends Keep's renewals, the one under way too
 	done   chan struct{}
 }
@@ -342,9 +345,9 @@ func (h *Held) Keep(progress func() Progress, lost func(error)) {
 				return
 			case <-tick.C:
 			}
-			// A renewal may take up to the period: one slower than a
-			// tick (a loaded registry) still keeps the lease, where
-			// giving up at the next tick would let it lapse.
+			// A renewal may take up to the period: a slow one (a loaded
+			// registry) still lands and keeps the lease, where one given
+			// up at the next tick would not.
 			rctx, cancel := context.WithTimeout(ctx, h.l.period())
 			err := h.Renew(rctx, progress())
 			cancel()

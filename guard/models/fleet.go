@@ -147,9 +147,9 @@ func (h *Healer) publish(m *manifest.Model, path string, held *lease.Held, err e
 	}
 	ev := heallog.Event{Event: heallog.FleetLease, Tool: m.File, Target: m.PushTo, Result: "released", Reason: string(lease.Failed)}
 	if err == nil {
-		// Started while this process still renews the lease: the push
-		// takes it over as it starts, and a gap between the two (a slow
-		// start on a loaded machine) must not outlast its period.
+		// Started while this process still renews the lease: the push,
+		// which takes it over as it starts, has the rest of the period
+		// since the last renewal (two thirds at least) to do so.
 		perr := h.PushTo(filepath.Clean(path), m.PushTo, held.Record().ID)
 		held.Stop()
 		if perr == nil {
