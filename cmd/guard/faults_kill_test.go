@@ -693,7 +693,10 @@ func tail(path string, n int) string {
 // copies there (prompts = "answer" gives the tool a pipe guard writes
 // to) only once the tool's fork has returned and the arm is written:
 // timing-free, where a tool that started at once was killed inside that
-// instant on a loaded machine.
+// instant on a loaded machine. It writes its pid, which sets off the
+// kill, after its last write to stdout: prompts = "answer" pipes its
+// output through guard, and a write after guard died would end the sh by
+// SIGPIPE, before it starts the rest of its tree, instead of the lifeline.
 func TestKillGuardEndsTool(t *testing.T) {
 	t.Parallel()
 	e := newFaultEnv(t, `
@@ -706,14 +709,14 @@ timeout = "60s"
 prompts = "answer"
 `)
 	e.Tool("slowtree", `read -r _
-echo $$ > "$DIR/$MARK.pid"
 sleep 1000 &
 echo started
+echo $$ > "$DIR/$MARK.pid"
 sleep 1000
 `)
 	e.Tool("slowone", `read -r _
-echo $$ > "$DIR/$MARK.pid"
 echo started
+echo $$ > "$DIR/$MARK.pid"
 exec sleep 1000
 `)
 	kills := killsPerKind(t, 1)

@@ -580,6 +580,7 @@ func TestFleetModelLeaseTakenOverAfterSIGKILL(t *testing.T) {
 		}
 	}
 	pid := cmds[holder].Process.Pid
+	killed := guardtest.SessionProcs(pid) // the lease names one of them
 	guardtest.KillSession(pid)
 	for i, cmd := range cmds {
 		_ = cmd.Wait()
@@ -591,18 +592,28 @@ func TestFleetModelLeaseTakenOverAfterSIGKILL(t *testing.T) {
 	r := f.boxes[holder].RunPath(f.boxes[holder].Guard, "heal", "m.gguf")
 	f.checkModel(holder, src.data, r)
 	f.sweep()
-	// One takeover; a second is the rare race of a loaded machine (see
-	// TestFleetLeaseTakenOverAfterSIGKILL). Each downloads the model once.
+	// One takeover, of the killed holder's lease; a second is the rare
+	// race of a loaded machine (see TestFleetLeaseTakenOverAfterSIGKILL).
+	// Each downloads the model once.
+	var first string
+	var firstAt time.Time
 	over := 0
 	for _, e := range f.boxes {
 		for _, ev := range logEvents(t, e.Log, "fleet.lease") {
-			if ev["result"] == "taken over" {
-				over++
+			if ev["result"] != "taken over" {
+				continue
+			}
+			over++
+			if ts, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["ts"])); first == "" || ts.Before(firstAt) {
+				first, firstAt = fmt.Sprint(ev["reason"]), ts
 			}
 		}
 	}
 	if over < 1 || over > 2 {
 		t.Errorf("%d takeovers of the killed holder's lease, want 1 (2 at most, a rare race)", over)
+	}
+	if !slices.ContainsFunc(killed, func(p guardtest.Proc) bool { return strings.Contains(first, "(pid "+strconv.Itoa(p.PID)+")") }) {
+		t.Errorf("the first takeover was %q; the killed sandbox's processes were %s", first, guardtest.DescribeProcs(killed))
 	}
 	if sent := src.sent.Load(); sent > int64(1+over)*size {
 		t.Errorf("the source sent %d bytes: more than the killed download and one whole one for each of %d takeovers (%d each at most)", sent, over, size)
